@@ -1,0 +1,104 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/thread_pool.h"
+
+namespace bifocal {
+
+void CpuBackend::matmul(const float* x, const float* w, const float* bias, int n, int k, int m, float* out) {
+  if (n == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, m, k, 1.0f, w, k, x, 1, 0.0f, out, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, m, k, 1.0f, x, k, w, k, 0.0f, out, m);
+  }
+  if (bias == nullptr) return;
+  for (int row = 0; row < n; ++row)
+    for (int col = 0; col < m; ++col) out[std::int64_t(row) * m + col] += bias[col];
+}
+
+void CpuBackend::rmsnorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
+  ThreadPool::global().parallel_for(rows, [&](std::int64_t row) {
+    const float* in = x + row * dim;
+    float* o = out + row * dim;
+    double sum_squares = 0;
+    for (int i = 0; i < dim; ++i) sum_squares += double(in[i]) * in[i];
+    const float inverse_rms = float(1.0 / std::sqrt(sum_squares / dim + eps));
+    for (int i = 0; i < dim; ++i) o[i] = weight[i] * (in[i] * inverse_rms);
+  });
+}
+
+// Angles are formed in float32 as HF does (inv_freq · position in float32, then cos/sin), so the
+// rotation matches the reference to float32 rounding even at large positions.
+void CpuBackend::rope(float* x, int n, int heads, int head_dim, const std::int64_t* positions, const float* inv_freq) {
+  const int half = head_dim / 2;
+  ThreadPool::global().parallel_for(n, [&](std::int64_t token) {
+    const float position = float(positions[token]);
+    for (int i = 0; i < half; ++i) {
+      const float angle = position * inv_freq[i];
+      const float c = std::cos(angle), s = std::sin(angle);
+      for (int h = 0; h < heads; ++h) {
+        float* head = x + (token * heads + h) * head_dim;
+        const float a = head[i], b = head[i + half];
+        head[i] = a * c - b * s;
+        head[i + half] = b * c + a * s;
+      }
+    }
+  });
+}
+
+// Online softmax over the visible keys (DESIGN.md "full"; HF sliding_window when window > 0):
+// one pass, a running max m and denominator l, the accumulator rescaled when m grows.
+void CpuBackend::attention(const AttentionArgs& a) {
+  const int group = a.query_heads / a.kv_heads;
+  const float scale = 1.0f / std::sqrt(float(a.head_dim));
+  const int d = a.head_dim;
+  ThreadPool::global().parallel_for(std::int64_t(a.n) * a.query_heads, [&](std::int64_t task) {
+    const std::int64_t i = task / a.query_heads;
+    const int h = int(task % a.query_heads);
+    const int kv = h / group;
+    const float* q = a.queries + (i * a.query_heads + h) * d;
+    const std::int64_t last = a.positions[i];
+    const std::int64_t first = a.window > 0 ? std::max<std::int64_t>(0, last - a.window + 1) : 0;
+    float accumulator[kMaxHeadDim] = {};
+    float running_max = -std::numeric_limits<float>::infinity();
+    float denominator = 0.0f;
+    for (std::int64_t j = first; j <= last; ++j) {
+      const float* k = a.keys + (j * a.kv_heads + kv) * d;
+      const float* v = a.values + (j * a.kv_heads + kv) * d;
+      float score = 0.0f;
+      for (int c = 0; c < d; ++c) score += q[c] * k[c];
+      score *= scale;
+      if (score > running_max) {
+        const float correction = std::exp(running_max - score);
+        denominator *= correction;
+        for (int c = 0; c < d; ++c) accumulator[c] *= correction;
+        running_max = score;
+      }
+      const float weight = std::exp(score - running_max);
+      denominator += weight;
+      for (int c = 0; c < d; ++c) accumulator[c] += weight * v[c];
+    }
+    float* o = a.out + (i * a.query_heads + h) * d;
+    for (int c = 0; c < d; ++c) o[c] = accumulator[c] / denominator;
+  });
+}
+
+void CpuBackend::swiglu(const float* gate, const float* up, std::int64_t count, float* out) {
+  for (std::int64_t i = 0; i < count; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void CpuBackend::add(float* x, const float* y, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::embedding(const float* table, const std::int32_t* ids, int n, int dim, float* out) {
+  for (int i = 0; i < n; ++i) std::memcpy(out + std::int64_t(i) * dim, table + std::int64_t(ids[i]) * dim, sizeof(float) * dim);
+}
+
+}  // namespace bifocal

@@ -1,0 +1,77 @@
+#include "backend/cpu/reference_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace bifocal::reference {
+
+std::vector<float> matmul(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& bias, int n,
+                          int k, int m) {
+  std::vector<float> out(std::size_t(n) * m);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      double sum = bias.empty() ? 0.0 : bias[j];
+      for (int c = 0; c < k; ++c) sum += double(x[std::size_t(i) * k + c]) * w[std::size_t(j) * k + c];
+      out[std::size_t(i) * m + j] = float(sum);
+    }
+  return out;
+}
+
+std::vector<float> attention(const AttentionArgs& a) {
+  const int d = a.head_dim, group = a.query_heads / a.kv_heads;
+  std::vector<float> out(std::size_t(a.n) * a.query_heads * d);
+  for (int i = 0; i < a.n; ++i) {
+    const std::int64_t p = a.positions[i];
+    for (int h = 0; h < a.query_heads; ++h) {
+      const int kv = h / group;
+      const float* q = a.queries + (std::size_t(i) * a.query_heads + h) * d;
+      std::vector<double> scores(p + 1, -INFINITY);
+      for (std::int64_t j = 0; j <= p; ++j) {
+        const bool allowed = a.window == 0 || p - j < a.window;
+        if (!allowed) continue;
+        const float* k = a.keys + (std::size_t(j) * a.kv_heads + kv) * d;
+        double dot = 0;
+        for (int c = 0; c < d; ++c) dot += double(q[c]) * k[c];
+        scores[j] = dot / std::sqrt(double(d));
+      }
+      const double max_score = *std::max_element(scores.begin(), scores.end());
+      double denominator = 0;
+      for (double& s : scores) denominator += (s = std::exp(s - max_score));
+      for (int c = 0; c < d; ++c) {
+        double sum = 0;
+        for (std::int64_t j = 0; j <= p; ++j) sum += scores[j] * a.values[(std::size_t(j) * a.kv_heads + kv) * d + c];
+        out[(std::size_t(i) * a.query_heads + h) * d + c] = float(sum / denominator);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> rope(const std::vector<float>& x, int n, int heads, int head_dim, const std::vector<std::int64_t>& positions,
+                        const std::vector<float>& inv_freq) {
+  std::vector<float> out = x;
+  const int half = head_dim / 2;
+  for (int t = 0; t < n; ++t)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double angle = double(positions[t]) * inv_freq[i];
+        const std::size_t base = (std::size_t(t) * heads + h) * head_dim;
+        const double a = x[base + i], b = x[base + i + half];
+        out[base + i] = float(a * std::cos(angle) - b * std::sin(angle));
+        out[base + i + half] = float(b * std::cos(angle) + a * std::sin(angle));
+      }
+  return out;
+}
+
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& weight, int rows, int dim, float eps) {
+  std::vector<float> out(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int i = 0; i < dim; ++i) sum += double(x[std::size_t(r) * dim + i]) * x[std::size_t(r) * dim + i];
+    const double scale = 1.0 / std::sqrt(sum / dim + eps);
+    for (int i = 0; i < dim; ++i) out[std::size_t(r) * dim + i] = float(weight[i] * x[std::size_t(r) * dim + i] * scale);
+  }
+  return out;
+}
+
+}  // namespace bifocal::reference

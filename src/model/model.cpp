@@ -1,0 +1,158 @@
+// The Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) over a Backend. Follow one chunk of
+// tokens from embedding to logits in forward_chunk: each line is one step of the math.
+#include "bifocal/model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cpu/cpu_backend.h"
+#include "bifocal/error.h"
+#include "io/safetensors.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace bifocal {
+
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::load(const std::filesystem::path& dir) {
+  Model model;
+  model.config_ = ModelConfig::from_dir(dir);
+  if (model.config_.head_dim > kMaxHeadDim)
+    fail((dir / "config.json").string(), "head_dim " + std::to_string(model.config_.head_dim) + " exceeds the supported " +
+                                             std::to_string(kMaxHeadDim));
+  const WeightStore store = WeightStore::open(dir);
+  model.weights_ = std::make_unique<ModelWeights>(ModelWeights::load(model.config_, store));
+  model.backend_ = std::make_unique<CpuBackend>();
+  model.rope_inv_freq_ = rope_inverse_frequencies(model.config_.rope, model.config_.head_dim);
+  return model;
+}
+
+std::size_t Session::cache_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& layer : layers_) bytes += (layer.keys.size() + layer.values.size()) * sizeof(float);
+  return bytes;
+}
+
+Session Model::new_session(std::int64_t capacity, int chunk) const {
+  if (capacity <= 0) fail("session", "capacity must be positive");
+  const auto& c = config_;
+  Session s;
+  s.capacity_ = capacity;
+  s.chunk_ = int(std::clamp<std::int64_t>(chunk, 1, capacity));
+  const std::int64_t kv_row = std::int64_t(c.num_kv_heads) * c.head_dim;
+  s.layers_.resize(c.num_layers);
+  for (auto& layer : s.layers_) {
+    layer.keys.assign(capacity * kv_row, 0.0f);
+    layer.values.assign(capacity * kv_row, 0.0f);
+  }
+  const std::int64_t n = s.chunk_;
+  s.residual_.resize(n * c.hidden_size);
+  s.normed_.resize(n * c.hidden_size);
+  s.projected_.resize(n * c.hidden_size);
+  s.queries_.resize(n * c.num_query_heads * c.head_dim);
+  s.attention_.resize(n * c.num_query_heads * c.head_dim);
+  s.keys_.resize(n * kv_row);
+  s.values_.resize(n * kv_row);
+  s.gate_.resize(n * c.intermediate_size);
+  s.up_.resize(n * c.intermediate_size);
+  s.logits_.resize(c.vocab_size);
+  s.positions_.resize(n);
+  return s;
+}
+
+void Model::forward(Session& session, std::span<const std::int32_t> tokens, std::span<float> logits,
+                    bool all_logits) const {
+  const std::size_t vocab = config_.vocab_size;
+  if (tokens.empty()) fail("forward", "no tokens to process");
+  if (logits.size() < (all_logits ? tokens.size() * vocab : vocab)) fail("forward", "logits buffer too small");
+  if (session.position_ + std::int64_t(tokens.size()) > session.capacity_)
+    fail("session", "context full: " + std::to_string(session.position_ + tokens.size()) + " tokens exceed the capacity of " +
+                        std::to_string(session.capacity_));
+  for (const std::int32_t id : tokens)
+    if (id < 0 || id >= config_.vocab_size)
+      fail("input", "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+  for (std::size_t begin = 0; begin < tokens.size(); begin += session.chunk_) {
+    const std::size_t count = std::min<std::size_t>(session.chunk_, tokens.size() - begin);
+    const bool last_chunk = begin + count == tokens.size();
+    float* out = all_logits ? logits.data() + begin * vocab : (last_chunk ? logits.data() : nullptr);
+    forward_chunk(session, tokens.subspan(begin, count), out, all_logits);
+  }
+}
+
+std::span<const float> Model::prefill(Session& session, std::span<const std::int32_t> tokens) const {
+  forward(session, tokens, session.logits_);
+  return session.logits_;
+}
+
+std::span<const float> Model::decode(Session& session, std::int32_t token) const {
+  forward(session, std::span<const std::int32_t>(&token, 1), session.logits_);
+  return session.logits_;
+}
+
+// One chunk of n tokens at positions p0 … p0+n−1 through every layer:
+//   x = embed(tokens)
+//   per layer:  h = rmsnorm(x);  q, k, v = h·Wqᵀ(+b), h·Wkᵀ(+b), h·Wvᵀ(+b)
+//               [Qwen3] q, k = rmsnorm per head;  q, k = rope(q, k, positions)
+//               cache[p] = k, v;  x += attention(q, cache) · Woᵀ
+//               h = rmsnorm(x);  x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ) · Wdᵀ
+//   logits = rmsnorm(x) · Wlmᵀ   (last token, or every token when all_logits)
+void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, float* logits, bool all_logits) const {
+  const auto& c = config_;
+  const ModelWeights& w = *weights_;
+  Backend& backend = *backend_;
+  const int n = int(tokens.size());
+  const int hidden = c.hidden_size, d = c.head_dim, hq = c.num_query_heads, hkv = c.num_kv_heads;
+  const int q_width = hq * d, kv_width = hkv * d, inter = c.intermediate_size;
+  const float eps = float(c.rms_norm_eps);
+  for (int i = 0; i < n; ++i) s.positions_[i] = s.position_ + i;
+  float* x = s.residual_.data();
+  float* h = s.normed_.data();
+
+  backend.embedding(w.embed_tokens.data(), tokens.data(), n, hidden, x);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& layer = w.layers[l];
+    auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+
+    // Attention block.
+    backend.rmsnorm(x, layer.input_norm.data(), n, hidden, eps, h);
+    backend.matmul(h, layer.q_proj.data(), bias(layer.q_bias), n, hidden, q_width, s.queries_.data());
+    backend.matmul(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, kv_width, s.keys_.data());
+    backend.matmul(h, layer.v_proj.data(), bias(layer.v_bias), n, hidden, kv_width, s.values_.data());
+    if (c.qk_norm) {  // Qwen3: RMSNorm over each head's d features, before RoPE
+      backend.rmsnorm(s.queries_.data(), layer.q_norm.data(), n * hq, d, eps, s.queries_.data());
+      backend.rmsnorm(s.keys_.data(), layer.k_norm.data(), n * hkv, d, eps, s.keys_.data());
+    }
+    backend.rope(s.queries_.data(), n, hq, d, s.positions_.data(), rope_inv_freq_.data());
+    backend.rope(s.keys_.data(), n, hkv, d, s.positions_.data(), rope_inv_freq_.data());
+    auto& cache = s.layers_[l];
+    std::copy_n(s.keys_.data(), std::size_t(n) * kv_width, cache.keys.data() + s.position_ * kv_width);
+    std::copy_n(s.values_.data(), std::size_t(n) * kv_width, cache.values.data() + s.position_ * kv_width);
+    backend.attention({.queries = s.queries_.data(), .positions = s.positions_.data(), .n = n,
+                       .keys = cache.keys.data(), .values = cache.values.data(), .query_heads = hq,
+                       .kv_heads = hkv, .head_dim = d, .window = c.layer_sliding_window[l],
+                       .out = s.attention_.data()});
+    backend.matmul(s.attention_.data(), layer.o_proj.data(), nullptr, n, q_width, hidden, s.projected_.data());
+    backend.add(x, s.projected_.data(), std::int64_t(n) * hidden);
+
+    // Feed-forward block (SwiGLU).
+    backend.rmsnorm(x, layer.post_attention_norm.data(), n, hidden, eps, h);
+    backend.matmul(h, layer.gate_proj.data(), nullptr, n, hidden, inter, s.gate_.data());
+    backend.matmul(h, layer.up_proj.data(), nullptr, n, hidden, inter, s.up_.data());
+    backend.swiglu(s.gate_.data(), s.up_.data(), std::int64_t(n) * inter, s.gate_.data());
+    backend.matmul(s.gate_.data(), layer.down_proj.data(), nullptr, n, inter, hidden, s.projected_.data());
+    backend.add(x, s.projected_.data(), std::int64_t(n) * hidden);
+  }
+  s.position_ += n;
+  if (logits == nullptr) return;
+
+  // Output head: only the rows whose logits are wanted.
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  backend.rmsnorm(x + std::int64_t(first) * hidden, w.final_norm.data(), rows, hidden, eps, h);
+  backend.matmul(h, w.output_projection(), nullptr, rows, hidden, c.vocab_size, logits);
+}
+
+}  // namespace bifocal

@@ -1,0 +1,115 @@
+// The `bifocal` binary as a user runs it: help texts, generation end to end against HF's greedy
+// tokens, prompt sources, stop strings, and one-line errors with a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+
+#include "bifocal/tokenizer.h"
+#include "golden_model.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+CommandResult run_cli(const std::string& arguments, const std::string& stdin_file = "/dev/null") {
+  const std::string command = std::string(BIFOCAL_CLI_PATH) + " " + arguments + " < " + quote(stdin_file) + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  std::array<char, 4096> buffer;
+  while (std::size_t read = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), read);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+const std::string kModel = testing::golden_model("qwen2_fp32_tied").string();
+
+TEST(Cli, HelpDescribesEverySubcommandAndFlag) {
+  const auto top = run_cli("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.output.find("generate"), std::string::npos);
+  EXPECT_NE(top.output.find("tokenize"), std::string::npos);
+  const auto generate = run_cli("generate --help");
+  EXPECT_EQ(generate.exit_code, 0);
+  for (const char* flag : {"--model", "--prompt", "--prompt-file", "--max-tokens", "--temperature", "--top-k", "--top-p",
+                           "--seed", "--stop", "--ignore-eos"})
+    EXPECT_NE(generate.output.find(flag), std::string::npos) << flag;
+}
+
+TEST(Cli, GreedyGenerationPrintsHFTokensThenStats) {
+  const auto reference = testing::GoldenReference::load("qwen2_fp32_tied");
+  const Tokenizer tokenizer = Tokenizer::from_dir(kModel);
+  const std::string prompt = tokenizer.decode(reference.input_ids);
+  ASSERT_EQ(tokenizer.encode(prompt, true), reference.input_ids);
+  testing::TempDir dir;
+  const auto prompt_file = dir.write("prompt.txt", prompt);
+  const auto result = run_cli("generate -m " + quote(kModel) + " -f " + quote(prompt_file.string()) +
+                              " --temperature 0 --max-tokens 16 --ignore-eos");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const std::string expected = tokenizer.decode(reference.greedy_ids, /*skip_special_tokens=*/true);
+  EXPECT_EQ(result.output.substr(0, expected.size()), expected);
+  EXPECT_NE(result.output.find("prompt tokens: " + std::to_string(reference.input_ids.size())), std::string::npos);
+  EXPECT_NE(result.output.find("generated tokens: 16"), std::string::npos);
+  EXPECT_NE(result.output.find("decode:"), std::string::npos);
+  EXPECT_NE(result.output.find("cache:"), std::string::npos);
+}
+
+TEST(Cli, PromptFromStandardInputAndStopString) {
+  testing::TempDir dir;
+  const auto prompt_file = dir.write("prompt.txt", "def f(x):\n    return");
+  const auto full = run_cli("generate -m " + quote(kModel) + " --temperature 0 --max-tokens 12 --ignore-eos", prompt_file.string());
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::string text = full.output.substr(0, full.output.find("\nprompt tokens:"));
+  ASSERT_GE(text.size(), 4u);
+  const std::string stop = text.substr(2, 2);
+  const auto cut = run_cli("generate -m " + quote(kModel) + " --temperature 0 --max-tokens 12 --ignore-eos --stop " +
+                           quote(stop) + " -p -", prompt_file.string());
+  ASSERT_EQ(cut.exit_code, 0) << cut.output;
+  EXPECT_EQ(cut.output.substr(0, cut.output.find('\n')), text.substr(0, text.find(stop)));
+  EXPECT_NE(cut.output.find("stop: stop string"), std::string::npos);
+}
+
+TEST(Cli, SamplingIsReproducibleWithASeed) {
+  const std::string args = "generate -m " + quote(kModel) + " -p 'Hello' --temperature 1.2 --top-k 50 --top-p 0.9 --seed 7 -n 20 --ignore-eos";
+  const auto a = run_cli(args), b = run_cli(args);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output.substr(0, a.output.find("prefill:")), b.output.substr(0, b.output.find("prefill:")));
+}
+
+TEST(Cli, BadInputIsOneLineErrorWithNonZeroExit) {
+  const struct {
+    std::string arguments;
+    std::string fragment;
+  } cases[] = {
+      {"generate -m " + quote(kModel) + " -p ''", "empty prompt"},
+      {"generate -m /no/such/model -p hi", "/no/such/model"},
+      {"generate -m " + quote(kModel) + " -f /no/such/prompt.txt", "/no/such/prompt.txt"},
+      {"generate -m " + quote(kModel) + " -p hi --top-p 1.5", "--top-p"},
+      {"generate -m " + quote(kModel) + " -p hi --top-k -2", "--top-k"},
+  };
+  for (const auto& c : cases) {
+    const auto result = run_cli(c.arguments);
+    EXPECT_NE(result.exit_code, 0) << c.arguments;
+    EXPECT_NE(result.output.find(c.fragment), std::string::npos) << c.arguments << " -> " << result.output;
+    EXPECT_NE(result.output.find("error"), std::string::npos) << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  }
+  EXPECT_NE(run_cli("generate").exit_code, 0);  // --model is required
+  EXPECT_NE(run_cli("frobnicate").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace bifocal

@@ -1,0 +1,114 @@
+// The CPU backend's kernels against the naive references, on fresh random inputs each run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/reference_kernels.h"
+#include "model/rope.h"
+
+namespace bifocal {
+namespace {
+
+std::vector<float> random_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(size);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
+
+TEST(CpuKernels, MatmulMatchesReference) {
+  auto rng = fresh_rng();
+  CpuBackend backend;
+  for (const auto [n, k, m] : {std::tuple{1, 64, 96}, {5, 33, 17}, {70, 128, 200}}) {
+    const auto x = random_vector(std::size_t(n) * k, rng), w = random_vector(std::size_t(m) * k, rng), bias = random_vector(m, rng);
+    std::vector<float> out(std::size_t(n) * m, NAN);
+    backend.matmul(x.data(), w.data(), bias.data(), n, k, m, out.data());
+    EXPECT_LT(relative_error(out, reference::matmul(x, w, bias, n, k, m)), 1e-5) << n << "x" << k << "x" << m;
+    backend.matmul(x.data(), w.data(), nullptr, n, k, m, out.data());
+    EXPECT_LT(relative_error(out, reference::matmul(x, w, {}, n, k, m)), 1e-5);
+  }
+}
+
+TEST(CpuKernels, RmsnormMatchesReference) {
+  auto rng = fresh_rng();
+  CpuBackend backend;
+  const auto x = random_vector(7 * 96, rng, 3.0f), weight = random_vector(96, rng);
+  std::vector<float> out(x.size(), NAN);
+  backend.rmsnorm(x.data(), weight.data(), 7, 96, 1e-6f, out.data());
+  EXPECT_LT(relative_error(out, reference::rmsnorm(x, weight, 7, 96, 1e-6f)), 1e-6);
+}
+
+TEST(CpuKernels, RopeMatchesRotationReference) {
+  auto rng = fresh_rng();
+  CpuBackend backend;
+  const int n = 9, heads = 3, d = 32;
+  RopeConfig config;
+  config.theta = 10000;
+  const auto inv_freq = rope_inverse_frequencies(config, d);
+  std::vector<std::int64_t> positions(n);
+  for (int i = 0; i < n; ++i) positions[i] = 3 + 40 * i;
+  auto x = random_vector(std::size_t(n) * heads * d, rng);
+  const auto want = reference::rope(x, n, heads, d, positions, inv_freq);
+  backend.rope(x.data(), n, heads, d, positions.data(), inv_freq.data());
+  EXPECT_LT(relative_error(x, want), 1e-5);
+}
+
+TEST(CpuKernels, RopeLlama3ScalingKeepsShortAndStretchesLongWavelengths) {
+  RopeConfig config;
+  config.type = RopeConfig::Type::Llama3;
+  config.theta = 500000;
+  config.factor = 8;
+  config.low_freq_factor = 1;
+  config.high_freq_factor = 4;
+  config.original_max_position = 8192;
+  RopeConfig plain = config;
+  plain.type = RopeConfig::Type::Default;
+  const auto scaled = rope_inverse_frequencies(config, 128), base = rope_inverse_frequencies(plain, 128);
+  EXPECT_EQ(scaled.front(), base.front());                      // wavelength 2π: untouched
+  EXPECT_FLOAT_EQ(scaled.back(), base.back() / 8.0f);           // longest wavelength: ÷ factor
+  for (std::size_t i = 0; i < base.size(); ++i) {               // blend stays between the two
+    EXPECT_LE(scaled[i], base[i] * (1 + 1e-6f));
+    EXPECT_GE(scaled[i], base[i] / 8.0f * (1 - 1e-6f));
+  }
+}
+
+class CpuAttention : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+
+TEST_P(CpuAttention, MatchesMaskedReference) {
+  const auto [query_heads, kv_heads, window, length] = GetParam();
+  auto rng = fresh_rng();
+  CpuBackend backend;
+  const int d = 16, n = 5;  // the last n positions are the queries
+  const auto keys = random_vector(std::size_t(length) * kv_heads * d, rng, 2.0f);
+  const auto values = random_vector(keys.size(), rng);
+  const auto queries = random_vector(std::size_t(n) * query_heads * d, rng, 2.0f);
+  std::vector<std::int64_t> positions(n);
+  for (int i = 0; i < n; ++i) positions[i] = length - n + i;
+  std::vector<float> out(queries.size(), NAN);
+  const AttentionArgs args{.queries = queries.data(), .positions = positions.data(), .n = n, .keys = keys.data(),
+                           .values = values.data(), .query_heads = query_heads, .kv_heads = kv_heads, .head_dim = d,
+                           .window = window, .out = out.data()};
+  backend.attention(args);
+  EXPECT_LT(relative_error(out, reference::attention(args)), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CpuAttention,
+                         ::testing::Values(std::tuple{4, 2, 0, 40}, std::tuple{4, 4, 0, 5}, std::tuple{8, 2, 8, 40},
+                                           std::tuple{6, 3, 1, 12}, std::tuple{4, 1, 64, 30}));
+
+}  // namespace
+}  // namespace bifocal

@@ -1,0 +1,47 @@
+// Access to the HF-made model fixtures under tests/golden/models/ (tools/golden/make_models.py).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace bifocal::testing {
+
+inline std::filesystem::path golden_dir() { return BIFOCAL_GOLDEN_DIR; }
+inline std::filesystem::path golden_model(const std::string& name) { return golden_dir() / "models" / name; }
+
+inline const std::vector<std::string>& golden_model_names() {
+  static const std::vector<std::string> names{"llama_fp32_sharded", "mistral_fp16_swa", "qwen2_fp32_tied", "qwen3_bf16"};
+  return names;
+}
+
+// HF's outputs for one fixture: prompt ids, 16 greedy ids, float64-exact logits of the whole
+// sequence, and the prompt logits computed in the checkpoint's own dtype.
+struct GoldenReference {
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::int32_t> greedy_ids;
+  std::vector<float> logits;         // [input + greedy, vocab]
+  std::vector<float> logits_native;  // [input, vocab]
+  std::int64_t vocab = 0;
+
+  static GoldenReference load(const std::string& model_name) {
+    auto file = SafetensorsFile::open(golden_model(model_name) / "reference.safetensors");
+    GoldenReference r;
+    for (auto id : file->find("input_ids")->to_i64()) r.input_ids.push_back(std::int32_t(id));
+    for (auto id : file->find("greedy_ids")->to_i64()) r.greedy_ids.push_back(std::int32_t(id));
+    r.logits = file->find("logits")->to_f32();
+    r.logits_native = file->find("logits_native")->to_f32();
+    r.vocab = file->find("logits")->shape.at(1);
+    return r;
+  }
+  std::vector<std::int32_t> full_sequence() const {
+    auto all = input_ids;
+    all.insert(all.end(), greedy_ids.begin(), greedy_ids.end());
+    return all;
+  }
+};
+
+}  // namespace bifocal::testing
