@@ -72,6 +72,7 @@ class WeightStore {
 
  private:
   std::filesystem::path directory_;
+  std::filesystem::path source_;  // model.safetensors or the index: where `require` looked for names
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*> tensors_;
 };
