@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
@@ -86,29 +87,58 @@ TEST(CpuKernels, RopeLlama3ScalingKeepsShortAndStretchesLongWavelengths) {
   }
 }
 
-class CpuAttention : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+struct AttentionCase {
+  int query_heads, kv_heads, window, sink_tokens, length;
+  bool learned_sink, shuffled_positions;
+};
 
+class CpuAttention : public ::testing::TestWithParam<AttentionCase> {};
+
+// Fresh random keys, queries and sinks; positions either 0 … length−1 or a shuffled list (as a
+// ring buffer holds them); the backend's online softmax against the explicit masked reference.
 TEST_P(CpuAttention, MatchesMaskedReference) {
-  const auto [query_heads, kv_heads, window, length] = GetParam();
+  const AttentionCase c = GetParam();
   auto rng = fresh_rng();
   CpuBackend backend;
   const int d = 16, n = 5;  // the last n positions are the queries
-  const auto keys = random_vector(std::size_t(length) * kv_heads * d, rng, 2.0f);
+  const auto keys = random_vector(std::size_t(c.length) * c.kv_heads * d, rng, 2.0f);
   const auto values = random_vector(keys.size(), rng);
-  const auto queries = random_vector(std::size_t(n) * query_heads * d, rng, 2.0f);
-  std::vector<std::int64_t> positions(n);
-  for (int i = 0; i < n; ++i) positions[i] = length - n + i;
+  const auto queries = random_vector(std::size_t(n) * c.query_heads * d, rng, 2.0f);
+  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
+  std::vector<std::int64_t> positions(n), key_positions(c.length);
+  for (int i = 0; i < n; ++i) positions[i] = c.length - n + i;
+  for (int j = 0; j < c.length; ++j) key_positions[j] = j;
+  if (c.shuffled_positions) std::shuffle(key_positions.begin(), key_positions.end(), rng);
   std::vector<float> out(queries.size(), NAN);
   const AttentionArgs args{.queries = queries.data(), .positions = positions.data(), .n = n, .keys = keys.data(),
-                           .values = values.data(), .query_heads = query_heads, .kv_heads = kv_heads, .head_dim = d,
-                           .window = window, .out = out.data()};
+                           .values = values.data(), .key_positions = c.shuffled_positions ? key_positions.data() : nullptr,
+                           .num_keys = c.length, .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d,
+                           .window = c.window, .sink_tokens = c.sink_tokens,
+                           .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = out.data()};
   backend.attention(args);
   EXPECT_LT(relative_error(out, reference::attention(args)), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CpuAttention,
-                         ::testing::Values(std::tuple{4, 2, 0, 40}, std::tuple{4, 4, 0, 5}, std::tuple{8, 2, 8, 40},
-                                           std::tuple{6, 3, 1, 12}, std::tuple{4, 1, 64, 30}));
+                         ::testing::Values(AttentionCase{4, 2, 0, 0, 40, false, false}, AttentionCase{4, 4, 0, 0, 5, false, false},
+                                           AttentionCase{8, 2, 8, 0, 40, false, false}, AttentionCase{6, 3, 1, 0, 12, false, false},
+                                           AttentionCase{4, 1, 64, 0, 30, false, true}, AttentionCase{4, 2, 8, 4, 40, false, true},
+                                           AttentionCase{4, 2, 16, 1, 50, false, false}, AttentionCase{4, 2, 8, 0, 40, true, true},
+                                           AttentionCase{4, 4, 0, 0, 20, true, false}));
+
+TEST(CpuAttentionMask, SinkTokensAreCountedInsideTheWindow) {
+  // DESIGN.md swa(w, s): at t, keys {0 … s−1} ∪ {max(s, t − (w − s) + 1) … t}: at most w keys.
+  AttentionArgs a{};
+  a.window = 8;
+  a.sink_tokens = 3;
+  int visible = 0;
+  for (std::int64_t kp = 0; kp <= 100; ++kp) visible += key_visible(a, 100, kp);
+  EXPECT_EQ(visible, 8);
+  EXPECT_TRUE(key_visible(a, 100, 2));
+  EXPECT_FALSE(key_visible(a, 100, 3));
+  EXPECT_TRUE(key_visible(a, 100, 96));
+  EXPECT_FALSE(key_visible(a, 100, 95));
+}
 
 }  // namespace
 }  // namespace bifocal

@@ -60,6 +60,7 @@ Run add_generate_command(CLI::App& app) {
       std::fflush(stdout);
     });
     std::fprintf(stdout, "\n");
+    std::fflush(stdout);  // the text, then the stats line on stderr
     std::fprintf(stderr, "%s | seed: %llu\n", result.stats_line().c_str(), (unsigned long long)options.sampling.seed);
     return 0;
   };

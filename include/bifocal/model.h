@@ -4,25 +4,42 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
+#include "bifocal/mixer_spec.h"
 #include "bifocal/model_config.h"
 #include "bifocal/session.h"
 
 namespace bifocal {
 
 class Backend;
+class Mixer;
 struct ModelWeights;
+
+struct ModelOptions {
+  std::optional<std::string> mixer;          // --mixer SPEC: replaces the config's default mixer
+  std::optional<std::int64_t> budget_tokens;  // --budget N: KV-token equivalents allowed per layer
+};
 
 class Model {
  public:
   // Reads DIR/config.json and the safetensors weights; errors name the file and the problem.
-  static Model load(const std::filesystem::path& dir);
+  // The `bifocal` section of config.json and `options` choose each layer's mixer; a layer with
+  // neither runs its native attention (full, or swa:sink=none for an HF sliding window).
+  static Model load(const std::filesystem::path& dir, const ModelOptions& options = {});
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
 
   const ModelConfig& config() const { return config_; }
+  const MixerSpec& layer_mixer(int layer) const;
+  // Mixer tensors the checkpoint lacks, which got neutral values (DESIGN.md): the CLI warns.
+  const std::vector<std::string>& untrained_parameters() const { return untrained_; }
+  // Per-layer state bytes of a session at `context_tokens` tokens, from the accounting.
+  std::size_t accounted_state_bytes(std::int64_t context_tokens) const;
 
   // A session whose cache holds `capacity` tokens; prefill runs in chunks of `chunk` tokens.
   Session new_session(std::int64_t capacity, int chunk = 256) const;
@@ -44,6 +61,8 @@ class Model {
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<Backend> backend_;
   std::vector<float> rope_inv_freq_;
+  std::vector<std::unique_ptr<Mixer>> mixers_;
+  std::vector<std::string> untrained_;
 };
 
 }  // namespace bifocal

@@ -1,29 +1,34 @@
-// One sequence being processed: its key/value cache and the scratch buffers of the forward
-// pass, all allocated once when the session starts so that decoding allocates nothing.
+// One sequence being processed: every layer's mixer state (key/value cache, window or
+// recurrent state) and the scratch buffers of the forward pass, all allocated once when the
+// session starts so that decoding allocates nothing.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace bifocal {
 
 class Model;
+struct MixerState;
 
 class Session {
  public:
   std::int64_t position() const { return position_; }  // tokens processed so far
   std::int64_t capacity() const { return capacity_; }  // most tokens the cache can hold
-  std::size_t cache_bytes() const;                     // bytes of key/value cache allocated
-  void reset() { position_ = 0; }                      // start a new sequence, same buffers
+  // Bytes of per-layer state allocated (caches, windows, recurrent states; not scratch).
+  std::size_t cache_bytes() const;
+  std::size_t layer_state_bytes(int layer) const;
+
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
 
  private:
   friend class Model;
-  struct LayerCache {
-    std::vector<float> keys;    // [capacity, kv_heads, head_dim], row p = position p
-    std::vector<float> values;
-  };
-  std::vector<LayerCache> layers_;
+  Session();
+  std::vector<MixerState> layers_;
   // Scratch for up to `chunk_` tokens at a time.
   std::vector<float> residual_, normed_, queries_, keys_, values_, attention_, projected_;
   std::vector<float> gate_, up_, logits_;

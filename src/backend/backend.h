@@ -7,22 +7,38 @@
 
 namespace bifocal {
 
-// Causal softmax attention of n queries over a key/value cache indexed by absolute position.
 // Largest head dimension the backends support (Qwen3.5-like shapes use 256).
 inline constexpr int kMaxHeadDim = 512;
 
+// Softmax attention of n queries over a list of cached keys, each with its absolute position.
+// Query i (at position p) sees key j (at position kp) when kp <= p and
+//   window == 0                       (full attention), or
+//   kp < sink_tokens                  (a sink token, DESIGN.md swa(w, s)), or
+//   p - kp < window - sink_tokens     (the recent part of the window, current token included).
+// With learned_sinks, query head h adds e^{S_h} to the softmax denominator only (gpt-oss).
 struct AttentionArgs {
-  const float* queries;            // [n, query_heads, head_dim], after RoPE
-  const std::int64_t* positions;   // [n] absolute position of each query
+  const float* queries;               // [n, query_heads, head_dim], after RoPE
+  const std::int64_t* positions;      // [n] absolute position of each query
   int n = 0;
-  const float* keys;               // [capacity, kv_heads, head_dim], row p = token at position p
-  const float* values;             // same layout as keys
+  const float* keys;                  // [num_keys, kv_heads, head_dim]
+  const float* values;                // same layout as keys
+  const std::int64_t* key_positions;  // [num_keys]; null: key j is at position j
+  std::int64_t num_keys = 0;
   int query_heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
-  int window = 0;                  // 0: keys 0 … p; w > 0: keys p − w + 1 … p (HF sliding_window)
-  float* out;                      // [n, query_heads, head_dim]
+  int window = 0;
+  int sink_tokens = 0;
+  const float* learned_sinks = nullptr;  // [query_heads] or null
+  float* out;                         // [n, query_heads, head_dim]
 };
+
+// Whether a query at position p sees a key at position kp under args' window rule.
+inline bool key_visible(const AttentionArgs& a, std::int64_t p, std::int64_t kp) {
+  if (kp > p) return false;
+  if (a.window == 0 || kp < a.sink_tokens) return true;
+  return p - kp < a.window - a.sink_tokens;
+}
 
 class Backend {
  public:

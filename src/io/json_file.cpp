@@ -27,7 +27,7 @@ const char* type_word() {
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_floating_point_v<T>) return "a number";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else return "an object";
+  else return "a JSON value";
 }
 
 template <typename T>
@@ -36,7 +36,7 @@ bool holds(const nlohmann::json& value) {
   else if constexpr (std::is_integral_v<T>) return value.is_number_integer();
   else if constexpr (std::is_floating_point_v<T>) return value.is_number();
   else if constexpr (std::is_same_v<T, std::string>) return value.is_string();
-  else return value.is_object();
+  else return !value.is_null();  // nlohmann::json: any value (object, array, ...)
 }
 }  // namespace
 

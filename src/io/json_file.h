@@ -11,7 +11,7 @@ namespace bifocal {
 // Parses the whole file; throws Error "<path>: cannot open ..." or "<path>: malformed JSON ...".
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
-// `object[key]` as T; throws Error "<where>: missing key 'key'" or "... 'key' must be <type>".
+// `object[key]` as T (T = nlohmann::json takes any non-null value); throws Error "<where>: missing key 'key'" or "... 'key' must be <type>".
 template <typename T>
 T json_get(const nlohmann::json& object, const std::string& key, const std::string& where);
 // Like json_get, but returns `fallback` when the key is absent or null.

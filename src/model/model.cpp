@@ -7,7 +7,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "bifocal/error.h"
+#include "io/json_file.h"
 #include "io/safetensors.h"
+#include "mixer/mixer.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -17,24 +19,80 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Model Model::load(const std::filesystem::path& dir) {
+namespace {
+
+// Each layer's mixer: a per-layer override from config.json, else --mixer, else the config's
+// default, else the layer's native attention.
+MixerSpec choose_layer_mixer(const ModelConfig& c, const LayerMixers& configured, const ModelOptions& options, int layer) {
+  if (auto it = configured.layer_overrides.find(layer); it != configured.layer_overrides.end()) return it->second;
+  if (options.mixer) return MixerSpec::parse(*options.mixer);
+  if (configured.default_mixer) return *configured.default_mixer;
+  if (c.layer_sliding_window[layer] > 0)  // HF sliding_window: keys t−w+1 … t, no sinks
+    return MixerSpec::parse("swa:window=" + std::to_string(c.layer_sliding_window[layer]) + ",sink=none");
+  return MixerSpec::parse("full");
+}
+
+// A window larger than the budget is an error; full attention grows, so it has no fixed size to
+// check and is allowed only where chosen per layer.
+void check_budget(const MixerSpec& spec, const LayerShape& shape, int layer, std::int64_t budget) {
+  const MixerMemory memory = mixer_memory(spec, shape, budget);
+  if (memory.grows_with_context)
+    fail("--budget", "layer " + std::to_string(layer) + " runs full attention, which grows with the context (budget " +
+                         std::to_string(budget) + " token equivalents per layer)");
+  if (memory.token_equivalents() > double(budget) + 1e-9)
+    fail("mixer '" + spec.to_string() + "'", "needs " + std::to_string(memory.token_equivalents()) +
+                                                 " token equivalents per layer, over the budget of " + std::to_string(budget));
+}
+
+}  // namespace
+
+Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
   Model model;
   model.config_ = ModelConfig::from_dir(dir);
-  if (model.config_.head_dim > kMaxHeadDim)
-    fail((dir / "config.json").string(), "head_dim " + std::to_string(model.config_.head_dim) + " exceeds the supported " +
-                                             std::to_string(kMaxHeadDim));
+  const auto& c = model.config_;
+  const std::string config_file = (dir / "config.json").string();
+  if (c.head_dim > kMaxHeadDim)
+    fail(config_file, "head_dim " + std::to_string(c.head_dim) + " exceeds the supported " + std::to_string(kMaxHeadDim));
+  const LayerMixers configured = LayerMixers::from_config(read_json_file(dir / "config.json"), config_file, c.num_layers);
+  const auto budget = options.budget_tokens ? options.budget_tokens : configured.budget_tokens;
+  if (budget && *budget <= 0) fail("--budget", "must be a positive number of tokens");
+
   const WeightStore store = WeightStore::open(dir);
-  model.weights_ = std::make_unique<ModelWeights>(ModelWeights::load(model.config_, store));
+  model.weights_ = std::make_unique<ModelWeights>(ModelWeights::load(c, store));
   model.backend_ = std::make_unique<CpuBackend>();
-  model.rope_inv_freq_ = rope_inverse_frequencies(model.config_.rope, model.config_.head_dim);
+  model.rope_inv_freq_ = rope_inverse_frequencies(c.rope, c.head_dim);
+  const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    const MixerSpec spec = choose_layer_mixer(c, configured, options, layer);
+    const bool chosen_full = spec.kind == MixerSpec::Kind::Full && configured.layer_overrides.contains(layer);
+    if (budget && !chosen_full) check_budget(spec, shape, layer, *budget);
+    MixerParameters parameters = MixerParameters::load(spec, shape, c.hidden_size, layer, &store);
+    for (auto& name : parameters.untrained) model.untrained_.push_back(name);
+    model.mixers_.push_back(make_mixer(spec, shape, c.hidden_size, std::move(parameters), model.rope_inv_freq_));
+  }
   return model;
 }
 
-std::size_t Session::cache_bytes() const {
+const MixerSpec& Model::layer_mixer(int layer) const { return mixers_.at(layer)->spec(); }
+
+std::size_t Model::accounted_state_bytes(std::int64_t context_tokens) const {
   std::size_t bytes = 0;
-  for (const auto& layer : layers_) bytes += (layer.keys.size() + layer.values.size()) * sizeof(float);
+  for (const auto& mixer : mixers_) bytes += mixer->memory(context_tokens).total_bytes();
   return bytes;
 }
+
+Session::Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+Session::~Session() = default;
+
+std::size_t Session::cache_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& layer : layers_) bytes += layer.state_bytes();
+  return bytes;
+}
+
+std::size_t Session::layer_state_bytes(int layer) const { return layers_.at(layer).state_bytes(); }
 
 Session Model::new_session(std::int64_t capacity, int chunk) const {
   if (capacity <= 0) fail("session", "capacity must be positive");
@@ -42,13 +100,8 @@ Session Model::new_session(std::int64_t capacity, int chunk) const {
   Session s;
   s.capacity_ = capacity;
   s.chunk_ = int(std::clamp<std::int64_t>(chunk, 1, capacity));
-  const std::int64_t kv_row = std::int64_t(c.num_kv_heads) * c.head_dim;
-  s.layers_.resize(c.num_layers);
-  for (auto& layer : s.layers_) {
-    layer.keys.assign(capacity * kv_row, 0.0f);
-    layer.values.assign(capacity * kv_row, 0.0f);
-  }
-  const std::int64_t n = s.chunk_;
+  for (const auto& mixer : mixers_) s.layers_.push_back(mixer->new_state(capacity, s.chunk_));
+  const std::int64_t n = s.chunk_, kv_row = std::int64_t(c.num_kv_heads) * c.head_dim;
   s.residual_.resize(n * c.hidden_size);
   s.normed_.resize(n * c.hidden_size);
   s.projected_.resize(n * c.hidden_size);
@@ -68,9 +121,6 @@ void Model::forward(Session& session, std::span<const std::int32_t> tokens, std:
   const std::size_t vocab = config_.vocab_size;
   if (tokens.empty()) fail("forward", "no tokens to process");
   if (logits.size() < (all_logits ? tokens.size() * vocab : vocab)) fail("forward", "logits buffer too small");
-  if (session.position_ + std::int64_t(tokens.size()) > session.capacity_)
-    fail("session", "context full: " + std::to_string(session.position_ + tokens.size()) + " tokens exceed the capacity of " +
-                        std::to_string(session.capacity_));
   for (const std::int32_t id : tokens)
     if (id < 0 || id >= config_.vocab_size)
       fail("input", "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
@@ -96,7 +146,7 @@ std::span<const float> Model::decode(Session& session, std::int32_t token) const
 //   x = embed(tokens)
 //   per layer:  h = rmsnorm(x);  q, k, v = h·Wqᵀ(+b), h·Wkᵀ(+b), h·Wvᵀ(+b)
 //               [Qwen3] q, k = rmsnorm per head;  q, k = rope(q, k, positions)
-//               cache[p] = k, v;  x += attention(q, cache) · Woᵀ
+//               x += mixer(h, q, k, v; layer state) · Woᵀ     (full attention, swa, mlstm, …)
 //               h = rmsnorm(x);  x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ) · Wdᵀ
 //   logits = rmsnorm(x) · Wlmᵀ   (last token, or every token when all_logits)
 void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, float* logits, bool all_logits) const {
@@ -125,15 +175,17 @@ void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, floa
       backend.rmsnorm(s.queries_.data(), layer.q_norm.data(), n * hq, d, eps, s.queries_.data());
       backend.rmsnorm(s.keys_.data(), layer.k_norm.data(), n * hkv, d, eps, s.keys_.data());
     }
-    backend.rope(s.queries_.data(), n, hq, d, s.positions_.data(), rope_inv_freq_.data());
-    backend.rope(s.keys_.data(), n, hkv, d, s.positions_.data(), rope_inv_freq_.data());
-    auto& cache = s.layers_[l];
-    std::copy_n(s.keys_.data(), std::size_t(n) * kv_width, cache.keys.data() + s.position_ * kv_width);
-    std::copy_n(s.values_.data(), std::size_t(n) * kv_width, cache.values.data() + s.position_ * kv_width);
-    backend.attention({.queries = s.queries_.data(), .positions = s.positions_.data(), .n = n,
-                       .keys = cache.keys.data(), .values = cache.values.data(), .query_heads = hq,
-                       .kv_heads = hkv, .head_dim = d, .window = c.layer_sliding_window[l],
-                       .out = s.attention_.data()});
+    const Mixer& mixer = *mixers_[l];
+    if (!mixer.rotates_keys_itself()) {
+      backend.rope(s.queries_.data(), n, hq, d, s.positions_.data(), rope_inv_freq_.data());
+      backend.rope(s.keys_.data(), n, hkv, d, s.positions_.data(), rope_inv_freq_.data());
+    }
+    const MixerInput input{.x = h, .queries = s.queries_.data(), .keys = s.keys_.data(), .values = s.values_.data(),
+                           .positions = s.positions_.data(), .n = n};
+    if (n == 1)
+      mixer.decode(backend, input, s.layers_[l], s.attention_.data());
+    else
+      mixer.prefill(backend, input, s.layers_[l], s.attention_.data());
     backend.matmul(s.attention_.data(), layer.o_proj.data(), nullptr, n, q_width, hidden, s.projected_.data());
     backend.add(x, s.projected_.data(), std::int64_t(n) * hidden);
 

@@ -52,8 +52,9 @@ void CpuBackend::rope(float* x, int n, int heads, int head_dim, const std::int64
   });
 }
 
-// Online softmax over the visible keys (DESIGN.md "full"; HF sliding_window when window > 0):
-// one pass, a running max m and denominator l, the accumulator rescaled when m grows.
+// Online softmax over the visible keys (DESIGN.md "full", "swa"): one pass with a running max m
+// and denominator l, the accumulator rescaled when m grows. A learned sink S_h seeds m = S_h,
+// l = 1 (DESIGN.md: the sink enters the denominator only).
 void CpuBackend::attention(const AttentionArgs& a) {
   const int group = a.query_heads / a.kv_heads;
   const float scale = 1.0f / std::sqrt(float(a.head_dim));
@@ -63,12 +64,18 @@ void CpuBackend::attention(const AttentionArgs& a) {
     const int h = int(task % a.query_heads);
     const int kv = h / group;
     const float* q = a.queries + (i * a.query_heads + h) * d;
-    const std::int64_t last = a.positions[i];
-    const std::int64_t first = a.window > 0 ? std::max<std::int64_t>(0, last - a.window + 1) : 0;
+    const std::int64_t p = a.positions[i];
     float accumulator[kMaxHeadDim] = {};
     float running_max = -std::numeric_limits<float>::infinity();
     float denominator = 0.0f;
-    for (std::int64_t j = first; j <= last; ++j) {
+    if (a.learned_sinks != nullptr) {
+      running_max = a.learned_sinks[h];
+      denominator = 1.0f;
+    }
+    // Keys without explicit positions sit at their index: only 0 … p can be visible.
+    const std::int64_t end = a.key_positions ? a.num_keys : std::min(a.num_keys, p + 1);
+    for (std::int64_t j = 0; j < end; ++j) {
+      if (!key_visible(a, p, a.key_positions ? a.key_positions[j] : j)) continue;
       const float* k = a.keys + (j * a.kv_heads + kv) * d;
       const float* v = a.values + (j * a.kv_heads + kv) * d;
       float score = 0.0f;

@@ -25,21 +25,26 @@ std::vector<float> attention(const AttentionArgs& a) {
     for (int h = 0; h < a.query_heads; ++h) {
       const int kv = h / group;
       const float* q = a.queries + (std::size_t(i) * a.query_heads + h) * d;
-      std::vector<double> scores(p + 1, -INFINITY);
-      for (std::int64_t j = 0; j <= p; ++j) {
-        const bool allowed = a.window == 0 || p - j < a.window;
+      // The mask written out, then a two-pass softmax with the learned sink as one extra logit
+      // whose value row is zero.
+      std::vector<double> scores(a.num_keys, -INFINITY);
+      for (std::int64_t j = 0; j < a.num_keys; ++j) {
+        const std::int64_t kp = a.key_positions ? a.key_positions[j] : j;
+        const bool sink = kp < a.sink_tokens;
+        const bool allowed = kp <= p && (a.window == 0 || sink || p - kp < a.window - a.sink_tokens);
         if (!allowed) continue;
         const float* k = a.keys + (std::size_t(j) * a.kv_heads + kv) * d;
         double dot = 0;
         for (int c = 0; c < d; ++c) dot += double(q[c]) * k[c];
         scores[j] = dot / std::sqrt(double(d));
       }
-      const double max_score = *std::max_element(scores.begin(), scores.end());
-      double denominator = 0;
+      const double sink_logit = a.learned_sinks ? a.learned_sinks[h] : -INFINITY;
+      const double max_score = std::max(sink_logit, *std::max_element(scores.begin(), scores.end()));
+      double denominator = a.learned_sinks ? std::exp(sink_logit - max_score) : 0.0;
       for (double& s : scores) denominator += (s = std::exp(s - max_score));
       for (int c = 0; c < d; ++c) {
         double sum = 0;
-        for (std::int64_t j = 0; j <= p; ++j) sum += scores[j] * a.values[(std::size_t(j) * a.kv_heads + kv) * d + c];
+        for (std::int64_t j = 0; j < a.num_keys; ++j) sum += scores[j] * a.values[(std::size_t(j) * a.kv_heads + kv) * d + c];
         out[(std::size_t(i) * a.query_heads + h) * d + c] = float(sum / denominator);
       }
     }
