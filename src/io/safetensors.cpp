@@ -353,6 +353,7 @@ WeightStore WeightStore::open(const fs::path& model_dir) {
   const json index = read_json_file(index_path);
   if (!index.is_object()) fail(where, std::string("must be a JSON object, not ") + index.type_name());
   const json weight_map = json_get<json>(index, "weight_map", where);
+  if (!weight_map.is_object()) fail(where, "'weight_map' must be an object");
   if (weight_map.empty()) fail(where, "\"weight_map\" lists no tensors");
 
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;  // each shard opened once
