@@ -93,6 +93,7 @@ AddedVocabulary AddedVocabulary::from_json(const nlohmann::json& spec, const Nor
     token.rstrip = json_get_or<bool>(spec[i], "rstrip", false, entry_where);
     token.normalized = json_get_or<bool>(spec[i], "normalized", true, entry_where);
     if (token.content.empty()) continue;  // HF ignores empty added tokens
+    token.decoded_form = token.normalized ? normalizer.normalize(token.content) : token.content;
     if (const auto it = vocabulary.index_of_content_.find(token.content); it != vocabulary.index_of_content_.end()) {
       vocabulary.index_of_id_.erase(vocabulary.tokens_[it->second].id);
       vocabulary.tokens_[it->second] = token;  // a repeated content updates the earlier entry
@@ -179,8 +180,8 @@ std::optional<std::int32_t> AddedVocabulary::id_of(std::string_view content) con
   return tokens_[it->second].id;
 }
 
-bool AddedVocabulary::is_special(std::string_view content) const {
-  const auto it = index_of_content_.find(std::string(content));
+bool AddedVocabulary::is_special(std::string_view token) const {
+  const auto it = index_of_content_.find(std::string(token));
   return it != index_of_content_.end() && tokens_[it->second].special;
 }
 

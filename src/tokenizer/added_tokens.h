@@ -25,6 +25,9 @@ struct AddedToken {
   bool lstrip = false;
   bool rstrip = false;
   bool normalized = true;
+  // What decode shows for this id: the normalizer's output for a normalized token, the content
+  // otherwise (HF's AddedVocabulary::simple_id_to_token and its normalized_cache).
+  std::string decoded_form;
 };
 
 // A stretch of the input after added tokens are cut out: either an added token's id, or
@@ -49,7 +52,8 @@ class AddedVocabulary {
 
   const AddedToken* find(std::int32_t id) const;
   std::optional<std::int32_t> id_of(std::string_view content) const;
-  bool is_special(std::string_view content) const;  // HF decides "special" by content
+  // HF decides "special" by the token string, compared with the contents of special tokens.
+  bool is_special(std::string_view token) const;
   std::int32_t id_end() const;                      // largest added id + 1 (0 when none)
 
  private:

@@ -108,9 +108,10 @@ std::string Normalizer::normalize(std::string_view input) const {
       }
       text = text.substr(begin, end - begin);
     } else if (std::holds_alternative<StripAccents>(step)) {
-      // HF's StripAccents drops nonspacing marks (category Mn).
+      // HF's StripAccents drops every combining mark (categories Mn, Mc, Me).
       text = filter_characters(text, [](char32_t c) {
-        return utf8proc_category(static_cast<utf8proc_int32_t>(c)) != UTF8PROC_CATEGORY_MN;
+        const auto category = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+        return category != UTF8PROC_CATEGORY_MN && category != UTF8PROC_CATEGORY_MC && category != UTF8PROC_CATEGORY_ME;
       });
     }
   }

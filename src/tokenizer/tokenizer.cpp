@@ -82,7 +82,7 @@ std::vector<std::string> Tokenizer::Impl::tokens_for(std::span<const std::int32_
   tokens.reserve(ids.size());
   for (const std::int32_t id : ids) {
     const std::string* token = nullptr;
-    if (const AddedToken* added_token = added.find(id)) token = &added_token->content;
+    if (const AddedToken* added_token = added.find(id)) token = &added_token->decoded_form;
     else token = model.token_text(id);
     if (token == nullptr) continue;  // HF's decode skips ids it does not know
     if (skip_special_tokens && added.is_special(*token)) continue;
