@@ -103,8 +103,9 @@ BpeModel BpeModel::from_json(const nlohmann::json& spec, const std::string& wher
     // The merged token is left + right without right's continuing_subword_prefix (HF's rule).
     const std::string& prefix = model.continuing_subword_prefix_;
     const std::string merged = left + (right.starts_with(prefix) ? right.substr(prefix.size()) : right);
+    const std::int32_t left_id = id_of(left), right_id = id_of(right), merged_id = id_of(merged);
     // Later duplicates overwrite earlier ones, as collecting into HF's HashMap does.
-    model.merges_[pair_key(id_of(left), id_of(right))] = Merge{static_cast<std::uint32_t>(rank), id_of(merged)};
+    model.merges_[pair_key(left_id, right_id)] = Merge{static_cast<std::uint32_t>(rank), merged_id};
   }
   return model;
 }
