@@ -47,7 +47,7 @@ TEST_P(TokenizerFeatureParity, DecodeOfRandomIdsMatchesHf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Features, TokenizerFeatureParity, ::testing::ValuesIn(testing::tokenizer_feature_variants()),
+INSTANTIATE_TEST_SUITE_P(TokenizerFeatures, TokenizerFeatureParity, ::testing::ValuesIn(testing::tokenizer_feature_variants()),
                          [](const auto& info) { return info.param; });
 
 class TokenizerRandomDecodeParity : public ::testing::TestWithParam<std::string> {};
@@ -63,7 +63,7 @@ TEST_P(TokenizerRandomDecodeParity, DecodeOfRandomIdsMatchesHf) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, TokenizerRandomDecodeParity, ::testing::ValuesIn(testing::tokenizer_variants()),
+INSTANTIATE_TEST_SUITE_P(TokenizerVariants, TokenizerRandomDecodeParity, ::testing::ValuesIn(testing::tokenizer_variants()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -47,7 +47,7 @@ TEST_P(TokenizerParity, RoundTripsWhereHfDoes) {
   EXPECT_GT(round_trips, 190);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, TokenizerParity, ::testing::ValuesIn(testing::tokenizer_variants()),
+INSTANTIATE_TEST_SUITE_P(TokenizerVariants, TokenizerParity, ::testing::ValuesIn(testing::tokenizer_variants()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -68,7 +68,7 @@ TEST_P(TokenizerStreaming, PiecesAddUpToDecodeOfRandomIds) {
   for (const auto& c : testing::load_decode_cases(path)) expect_stream_matches_decode(tokenizer_, c.ids);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, TokenizerStreaming, ::testing::ValuesIn(all_variants()),
+INSTANTIATE_TEST_SUITE_P(TokenizerVariants, TokenizerStreaming, ::testing::ValuesIn(all_variants()),
                          [](const auto& info) { return info.param; });
 
 const std::string kGrinning = "\xF0\x9F\x98\x80", kSmiley = "\xF0\x9F\x98\x83";
