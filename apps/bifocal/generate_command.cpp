@@ -22,6 +22,8 @@ struct GenerateFlags {
   std::int64_t seed = -1;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  std::string mixer;
+  std::int64_t budget = 0;
 };
 }  // namespace
 
@@ -41,9 +43,11 @@ Run add_generate_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--stop", flags->stop, "Stop before this string (repeatable)");
   command->add_flag("--ignore-eos", flags->ignore_eos, "Keep generating past end-of-sequence tokens");
+  add_mixer_options(*command, flags->mixer, flags->budget);
   return [flags] {
     const std::string prompt = read_prompt(flags->prompt, flags->prompt_file);
-    const Model model = Model::load(flags->model);
+    const Model model = Model::load(flags->model, model_options(flags->mixer, flags->budget));
+    warn_untrained(model);
     const Tokenizer tokenizer = Tokenizer::from_dir(flags->model);
     const std::vector<std::int32_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);
     GenerationOptions options;
@@ -52,7 +56,7 @@ Run add_generate_command(CLI::App& app) {
                         .seed = flags->seed >= 0 ? std::uint64_t(flags->seed) : std::random_device{}()};
     options.stop_strings = flags->stop;
     options.stop_at_eos = !flags->ignore_eos;
-    if (ids.size() + options.max_tokens > std::size_t(model.config().max_position_embeddings))
+    if (!runs_past_max_positions(model) && ids.size() + options.max_tokens > std::size_t(model.config().max_position_embeddings))
       std::fprintf(stderr, "bifocal: warning: %zu prompt + %d new tokens exceed max_position_embeddings (%d)\n", ids.size(),
                    options.max_tokens, model.config().max_position_embeddings);
     const GenerationResult result = generate(model, tokenizer, ids, options, [](std::string_view piece) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "backend/cpu/cpu_backend.h"
 #include "bifocal/error.h"
 #include "io/json_file.h"
@@ -40,8 +42,8 @@ void check_budget(const MixerSpec& spec, const LayerShape& shape, int layer, std
     fail("--budget", "layer " + std::to_string(layer) + " runs full attention, which grows with the context (budget " +
                          std::to_string(budget) + " token equivalents per layer)");
   if (memory.token_equivalents() > double(budget) + 1e-9)
-    fail("mixer '" + spec.to_string() + "'", "needs " + std::to_string(memory.token_equivalents()) +
-                                                 " token equivalents per layer, over the budget of " + std::to_string(budget));
+    fail("mixer '" + spec.to_string() + "'", fmt::format("needs {:g} token equivalents per layer, over the budget of {}",
+                                                         memory.token_equivalents(), budget));
 }
 
 }  // namespace
