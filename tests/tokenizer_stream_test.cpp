@@ -3,6 +3,8 @@
 // sequences with broken byte runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "bifocal/tokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer_cases.h"
@@ -66,6 +68,29 @@ TEST_P(TokenizerStreaming, PiecesAddUpToDecodeOfRandomIds) {
   const auto path = std::filesystem::exists(features / GetParam()) ? features / GetParam() / "decode_cases.jsonl"
                                                                    : features / ("decode_" + GetParam() + ".jsonl");
   for (const auto& c : testing::load_decode_cases(path)) expect_stream_matches_decode(tokenizer_, c.ids);
+}
+
+TEST_P(TokenizerStreaming, LongStreamsAddUpToDecode) {
+  // All fixture and random id sequences back to back: thousands of tokens, so the decoder's
+  // window moves many times, across special tokens, byte runs and broken UTF-8.
+  const auto dir = tokenizer_json_of(GetParam()).parent_path();
+  const auto features = testing::golden_tokenizer_dir("features");
+  const auto random_path = std::filesystem::exists(features / GetParam()) ? dir / "decode_cases.jsonl"
+                                                                          : features / ("decode_" + GetParam() + ".jsonl");
+  std::vector<std::int32_t> fixture_ids, random_ids, mixed_ids;
+  for (const auto& c : testing::load_tokenizer_cases(dir / "cases.jsonl"))
+    fixture_ids.insert(fixture_ids.end(), c.ids_special.begin(), c.ids_special.end());
+  for (const auto& c : testing::load_decode_cases(random_path)) random_ids.insert(random_ids.end(), c.ids.begin(), c.ids.end());
+  for (std::size_t i = 0; i < std::max(fixture_ids.size(), random_ids.size()); i += 7) {
+    mixed_ids.insert(mixed_ids.end(), fixture_ids.begin() + std::min(i, fixture_ids.size()),
+                     fixture_ids.begin() + std::min(i + 7, fixture_ids.size()));
+    mixed_ids.insert(mixed_ids.end(), random_ids.begin() + std::min(i, random_ids.size()),
+                     random_ids.begin() + std::min(i + 3, random_ids.size()));
+  }
+  ASSERT_GT(fixture_ids.size(), 1000u);
+  expect_stream_matches_decode(tokenizer_, fixture_ids);
+  expect_stream_matches_decode(tokenizer_, random_ids);
+  expect_stream_matches_decode(tokenizer_, mixed_ids);
 }
 
 INSTANTIATE_TEST_SUITE_P(TokenizerVariants, TokenizerStreaming, ::testing::ValuesIn(all_variants()),

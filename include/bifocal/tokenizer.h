@@ -47,18 +47,23 @@ class Tokenizer {
 
 // Turns a stream of ids into text as it is generated. A multi-byte UTF-8 character split across
 // tokens is held back until complete, so every returned piece is valid UTF-8 and the
-// concatenation of all pieces equals tokenizer.decode(all ids).
+// concatenation of all pieces equals tokenizer.decode(all ids). Each push costs time bounded by a
+// short window of recent tokens, not by the length of the stream.
 class StreamingDecoder {
  public:
   explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special_tokens = false);
   std::string push(std::int32_t id);  // the text that became final with this id (may be empty)
-  std::string finish();               // whatever is still held back
+  std::string finish();               // whatever is still held back; the next push starts a new stream
 
  private:
+  void shrink_window();
+
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  std::vector<std::int32_t> ids_;
-  std::size_t emitted_bytes_ = 0;
+  std::vector<std::string> window_;     // token strings from the window start to the newest
+  std::size_t settled_tokens_ = 0;      // window tokens whose text has been emitted
+  std::size_t settled_bytes_ = 0;       // decoded length of those tokens, decoded as a window
+  std::size_t emitted_bytes_ = 0;       // text emitted since the stream began
 };
 
 }  // namespace bifocal
