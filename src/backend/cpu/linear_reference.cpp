@@ -64,7 +64,7 @@ std::vector<double> linear_feature_map(const LinearShape& shape, const float* he
 
 std::vector<float> linear_attention(const LinearShape& shape, const std::vector<float>& hedgehog_weight,
                                     const std::vector<float>& q, const std::vector<float>& k,
-                                    const std::vector<float>& v, int n) {
+                                    const std::vector<float>& v, int n, double eps) {
   const int d = shape.head_dim, group = shape.query_heads / shape.kv_heads;
   const auto phi_k = key_features(shape, hedgehog_weight, k, n);
   std::vector<float> out(std::size_t(n) * shape.query_heads * d);
@@ -80,7 +80,7 @@ std::vector<float> linear_attention(const LinearShape& shape, const std::vector<
         for (int c = 0; c < d; ++c) numerator[c] += score * v[(std::size_t(j) * shape.kv_heads + kv) * d + c];
         denominator += score;
       }
-      for (int c = 0; c < d; ++c) out[q_row + c] = float(numerator[c] / (denominator + double(cpu::kLinearEps)));
+      for (int c = 0; c < d; ++c) out[q_row + c] = float(numerator[c] / (denominator + eps));
     }
   return out;
 }

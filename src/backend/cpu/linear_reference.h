@@ -13,10 +13,11 @@ namespace bifocal::reference {
 std::vector<double> linear_feature_map(const cpu::LinearShape&, const float* head_weight, const float* x);
 
 // o_t = Σ_{j≤t} φ(q_t)ᵀφ(k_j) v_j / (Σ_{j≤t} φ(q_t)ᵀφ(k_j) + ε), query head h reading KV head h / G.
-// q: [n, Hq, d]; k, v: [n, Hkv, d]; hedgehog_weight: [Hkv, d, 64] or empty for elu1.
+// q: [n, Hq, d]; k, v: [n, Hkv, d]; hedgehog_weight: [Hkv, d, 64] or empty for elu1. ε defaults
+// to the kernels' kLinearEps; 0 gives the plain ratio (the linear term of LoLCATs has no ε).
 std::vector<float> linear_attention(const cpu::LinearShape&, const std::vector<float>& hedgehog_weight,
                                     const std::vector<float>& q, const std::vector<float>& k,
-                                    const std::vector<float>& v, int n);
+                                    const std::vector<float>& v, int n, double eps = cpu::kLinearEps);
 
 // LoLCATs with the split written out: W(t) = {max(0, t−w+1) … t} under softmax (scaled by 1/√d,
 // minus the window row max m), keys j < t−w+1 under φ(q)ᵀφ(k_j), one shared normalizer,
