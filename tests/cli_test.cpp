@@ -89,6 +89,31 @@ TEST(Cli, SamplingIsReproducibleWithASeed) {
   EXPECT_EQ(a.output.substr(0, a.output.find("prefill:")), b.output.substr(0, b.output.find("prefill:")));
 }
 
+// DESIGN.md: a window keeps memory fixed however long the generation runs. 3 layers × 64 slots ×
+// keys and values × 2 KV heads × 16 dims × 4 bytes (fp32 on the CPU) = 49,152 bytes.
+TEST(Cli, GeneratesOneHundredThousandTokensInAFixedWindow) {
+  const auto result = run_cli("generate -m " + quote(kModel) + " -p 'Once' --mixer swa:window=64,sinks=4 -n 100000 --ignore-eos --seed 3");
+  ASSERT_EQ(result.exit_code, 0) << result.output.substr(result.output.size() - std::min<std::size_t>(500, result.output.size()));
+  EXPECT_NE(result.output.find("generated tokens: 100000 |"), std::string::npos);
+  EXPECT_NE(result.output.find("cache: 49152 bytes"), std::string::npos);
+}
+
+TEST(Cli, MixerFlagsAreCheckedAndUntrainedMixersWarned) {
+  const auto bifocal = run_cli("generate -m " + quote(kModel) + " -p 'Hi' -n 4 --mixer bifocal:window=16");
+  EXPECT_EQ(bifocal.exit_code, 0) << bifocal.output;
+  EXPECT_NE(bifocal.output.find("warning: the mixer is untrained"), std::string::npos) << bifocal.output;
+  const auto over = run_cli("generate -m " + quote(kModel) + " -p 'Hi' -n 4 --mixer swa:window=64,sinks=4 --budget 32");
+  EXPECT_NE(over.exit_code, 0);
+  EXPECT_NE(over.output.find("over the budget of 32"), std::string::npos) << over.output;
+  const auto bad = run_cli("generate -m " + quote(kModel) + " -p 'Hi' --mixer swa:window=64,sinks=x");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("mixer 'swa:window=64,sinks=x': 'sinks' must be an integer"), std::string::npos) << bad.output;
+  const auto rolling = run_cli("generate -m " + quote(kModel) + " -p 'Hi' -n 1200 --ignore-eos --mixer swa:window=32,sinks=4,positions=rolling");
+  EXPECT_EQ(rolling.exit_code, 0);
+  EXPECT_EQ(rolling.output.find("max_position_embeddings"), std::string::npos) << "rolling positions never exceed the window";
+  EXPECT_NE(rolling.output.find("generated tokens: 1200"), std::string::npos);
+}
+
 TEST(Cli, BadInputIsOneLineErrorWithNonZeroExit) {
   const struct {
     std::string arguments;

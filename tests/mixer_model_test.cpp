@@ -1,0 +1,140 @@
+// Every mixer inside a real (tiny) model: prefill of n tokens then decode equals one prefill of
+// n + k; the session's state equals the accounting and stops growing; decoding allocates
+// nothing; generation runs far past the window (and, with rolling positions, past
+// max_position_embeddings) in constant memory.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "allocation_counter.h"
+#include "bifocal/model.h"
+#include "bifocal/sampler.h"
+#include "golden_model.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+using testing::golden_model;
+
+const char* const kEveryMixer[] = {
+    "full", "swa:window=16,sinks=4", "swa:window=16,sink=learned", "swa:window=16,sink=none",
+    "swa:window=16,sinks=4,positions=rolling", "linear:feature=elu1", "linear:feature=hedgehog", "lolcats:window=16",
+    "mlstm:state=kv", "mlstm:state=q", "bifocal:window=16,state=kv,sink=learned", "bifocal:window=16,state=q,sink=tokens:4",
+    "bifocal:window=16,state=kv,sink=none"};
+
+class EveryMixer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EveryMixer, PrefillThenDecodeEqualsOnePrefill) {
+  const Model model = Model::load(golden_model("qwen3_bf16"), {.mixer = GetParam()});
+  const auto sequence = testing::GoldenReference::load("qwen3_bf16").full_sequence();
+  const std::size_t vocab = model.config().vocab_size, total = sequence.size(), prompt = 100;
+  Session whole = model.new_session(std::int64_t(total));
+  std::vector<float> want(total * vocab);
+  model.forward(whole, sequence, want, /*all_logits=*/true);
+
+  Session split = model.new_session(std::int64_t(total), /*chunk=*/48);  // 100 = 48 + 48 + 4
+  std::vector<float> got(total * vocab);
+  model.forward(split, std::span(sequence).first(prompt), got, true);
+  for (std::size_t t = prompt; t < total; ++t) {
+    const auto logits = model.decode(split, sequence[t]);
+    std::copy(logits.begin(), logits.end(), got.begin() + t * vocab);
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << GetParam();
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+  }
+  EXPECT_LE(worst, 1e-4) << GetParam();
+  EXPECT_EQ(whole.cache_bytes(), split.cache_bytes());
+}
+
+TEST_P(EveryMixer, StateEqualsAccountingAndDecodeAllocatesNothing) {
+  const Model model = Model::load(golden_model("qwen3_bf16"), {.mixer = GetParam()});
+  const std::int64_t capacity = 400;
+  Session session = model.new_session(capacity, 32);
+  EXPECT_EQ(session.cache_bytes(), model.accounted_state_bytes(capacity)) << GetParam();
+  const std::size_t at_start = session.cache_bytes();
+  Sampler sampler({.temperature = 0.9f, .top_k = 0, .top_p = 1.0f, .seed = 5}, model.config().vocab_size);
+  const std::vector<std::int32_t> prompt(40, 7);
+  std::int32_t token = sampler.sample(model.prefill(session, prompt));
+  const auto before = testing::allocations_so_far();
+  for (int step = 0; step < 300; ++step) token = sampler.sample(model.decode(session, token));
+  EXPECT_EQ(testing::allocations_so_far() - before, 0) << GetParam();
+  EXPECT_EQ(session.cache_bytes(), at_start);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, EveryMixer, ::testing::ValuesIn(kEveryMixer));
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * std::size_t(sysconf(_SC_PAGESIZE));
+}
+
+// DESIGN.md "Memory accounting": the state must stay constant once the window is full.
+TEST(LongGeneration, ConstantMemoryFromToken1000ToToken100000) {
+  const Model model = Model::load(golden_model("qwen2_fp32_tied"), {.mixer = "swa:window=64,sinks=4"});
+  Session session = model.new_session(1);  // capacity only bounds full attention
+  EXPECT_EQ(session.cache_bytes(), model.accounted_state_bytes(100000));
+  Sampler sampler({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 11}, model.config().vocab_size);
+  std::int32_t token = 1;
+  std::size_t state_at_1000 = 0, resident_at_1000 = 0;
+  for (int t = 1; t <= 100000; ++t) {
+    token = sampler.sample(model.decode(session, token));
+    if (t == 1000) {
+      state_at_1000 = session.cache_bytes();
+      resident_at_1000 = resident_bytes();
+    }
+  }
+  EXPECT_EQ(session.position(), 100000);
+  EXPECT_EQ(session.cache_bytes(), state_at_1000);
+  EXPECT_LE(resident_bytes(), resident_at_1000 + 256 * 1024) << "resident memory grew while decoding";
+}
+
+TEST(LongGeneration, RollingPositionsRunPastMaxPositionEmbeddings) {
+  const Model model = Model::load(golden_model("qwen2_fp32_tied"), {.mixer = "swa:window=32,sinks=4,positions=rolling"});
+  const int limit = model.config().max_position_embeddings;
+  Session session = model.new_session(1);
+  std::int32_t token = 3;
+  for (int t = 0; t < 4 * limit; ++t) {
+    const auto logits = model.decode(session, token);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << "token " << t;
+    token = argmax(logits);
+  }
+  EXPECT_EQ(session.position(), 4 * limit);
+}
+
+TEST(MixerSelection, ConfigSectionPerLayerOverridesAndBudget) {
+  testing::TempDir dir;
+  for (const auto& entry : std::filesystem::directory_iterator(golden_model("qwen3_bf16")))
+    std::filesystem::copy_file(entry.path(), dir.path() / entry.path().filename());
+  auto config = nlohmann::json::parse(std::ifstream(dir.path() / "config.json"));
+  config["bifocal"] = {{"mixer", "bifocal:window=24,state=kv"}, {"layers", {{"0", "full"}}}, {"budget", 72}};
+  dir.write("config.json", config.dump());
+  const Model model = Model::load(dir.path());
+  EXPECT_EQ(model.layer_mixer(0).kind, MixerSpec::Kind::Full);
+  EXPECT_EQ(model.layer_mixer(1).to_string(), "bifocal:window=24,sink=learned,state=kv");
+  EXPECT_FALSE(model.untrained_parameters().empty());
+  // --mixer replaces the default but keeps the per-layer override.
+  const Model swapped = Model::load(dir.path(), {.mixer = "swa:window=32,sinks=4"});
+  EXPECT_EQ(swapped.layer_mixer(0).kind, MixerSpec::Kind::Full);
+  EXPECT_EQ(swapped.layer_mixer(1).window, 32);
+  // The states of 2 KV heads × 48² fp32 = 18 KiB = 48 bf16 token equivalents (unit 2·2·48·2 =
+  // 384 B): bifocal with a window of 24 needs 24 + 48 = 72, exactly the budget in config.json.
+  testing::expect_error([&] { Model::load(dir.path(), {.mixer = "swa:window=80,sinks=4"}); },
+                        {"mixer 'swa:window=80,sinks=4'", "needs 80 token equivalents", "over the budget of 72"});
+  testing::expect_error([&] { Model::load(dir.path(), {.mixer = "bifocal:window=24", .budget_tokens = 48}); },
+                        {"needs 72 token equivalents", "over the budget of 48"});
+  testing::expect_error([&] { Model::load(golden_model("qwen3_bf16"), {.mixer = "swa:window=8,sinks=9"}); },
+                        {"sink tokens must leave room"});
+}
+
+}  // namespace
+}  // namespace bifocal
