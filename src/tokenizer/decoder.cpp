@@ -67,6 +67,8 @@ std::vector<std::string> decode_byte_fallback(std::vector<std::string> tokens) {
   return out;
 }
 
+// HF's Strip decoder on one token: drops up to `start` leading and `stop` trailing `content`
+// characters. Where HF's cuts cross (e.g. stop > 0 on an empty token) it panics; this gives "".
 std::string strip_token(const std::string& token, char32_t content, std::size_t start, std::size_t stop) {
   std::vector<std::pair<std::size_t, std::size_t>> chars;  // byte [begin, end) of each character
   std::vector<char32_t> code_points;

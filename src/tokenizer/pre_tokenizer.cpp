@@ -80,9 +80,12 @@ void PreTokenizer::append_steps(const nlohmann::json& spec, const std::string& w
   } else if (type == "Metaspace") {
     const auto replacement = json_get_or<std::string>(spec, "replacement", "\u2581", where);
     std::size_t pos = 0;
-    if (replacement.empty() || (next_code_point(replacement, pos), pos != replacement.size()))
-      fail(where, "Metaspace replacement must be one character");
-    steps.push_back(Metaspace{replacement, prepend_scheme_from_json(spec, where), json_get_or<bool>(spec, "split", true, where)});
+    const char32_t character = replacement.empty() ? 0 : next_code_point(replacement, pos);
+    if (replacement.empty() || pos != replacement.size()) fail(where, "Metaspace replacement must be one character");
+    std::optional<Pattern> split_on;
+    if (json_get_or<bool>(spec, "split", true, where))
+      split_on = Pattern::character([character](char32_t c) { return c == character; });
+    steps.push_back(Metaspace{replacement, prepend_scheme_from_json(spec, where), std::move(split_on)});
   } else if (type == "Digits") {
     // Digits splits off char::is_numeric characters, one by one or in runs.
     const bool individual = json_get_or<bool>(spec, "individual_digits", false, where);
@@ -116,12 +119,8 @@ void PreTokenizer::pre_tokenize(std::vector<PreToken>& pieces) const {
                                   (metaspace->prepend_scheme == PrependScheme::kFirst && piece.at_text_start);
         if (wants_prefix && !piece.text.starts_with(metaspace->replacement)) piece.text.insert(0, metaspace->replacement);
       }
-      if (metaspace->split) {
-        std::size_t pos = 0;
-        const char32_t replacement = next_code_point(metaspace->replacement, pos);
-        split_pieces(pieces, Pattern::character([replacement](char32_t c) { return c == replacement; }),
-                     SplitBehavior::kMergedWithNext, false);
-      }
+      // Each replacement character starts a new word.
+      if (metaspace->split_on) split_pieces(pieces, *metaspace->split_on, SplitBehavior::kMergedWithNext, false);
     }
     std::erase_if(pieces, [](const PreToken& piece) { return piece.text.empty(); });
   }

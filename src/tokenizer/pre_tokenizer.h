@@ -2,6 +2,7 @@
 // encodes one by one (ByteLevel, Split, Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -36,7 +37,11 @@ class PreTokenizer {
  private:
   struct ByteLevel { bool add_prefix_space; bool use_regex; };
   struct Split { Pattern pattern; SplitBehavior behavior; bool invert; };
-  struct Metaspace { std::string replacement; PrependScheme prepend_scheme; bool split; };
+  struct Metaspace {
+    std::string replacement;
+    PrependScheme prepend_scheme;
+    std::optional<Pattern> split_on;  // the replacement character, when split is true
+  };
   using Step = std::variant<ByteLevel, Split, Metaspace>;
 
   static void append_steps(const nlohmann::json& spec, const std::string& where, std::vector<Step>& steps);
