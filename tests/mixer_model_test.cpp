@@ -132,6 +132,12 @@ TEST(MixerSelection, ConfigSectionPerLayerOverridesAndBudget) {
                         {"mixer 'swa:window=80,sinks=4'", "needs 80 token equivalents", "over the budget of 72"});
   testing::expect_error([&] { Model::load(dir.path(), {.mixer = "bifocal:window=24", .budget_tokens = 48}); },
                         {"needs 72 token equivalents", "over the budget of 48"});
+  // A pattern: every second layer full, the others the window (layer overrides still win).
+  config["bifocal"] = {{"pattern", {"swa:window=8,sinks=2", "full"}}};
+  dir.write("config.json", config.dump());
+  const Model patterned = Model::load(dir.path());
+  EXPECT_EQ(patterned.layer_mixer(0).to_string(), "swa:window=8,sinks=2");
+  EXPECT_EQ(patterned.layer_mixer(1).kind, MixerSpec::Kind::Full);
   testing::expect_error([&] { Model::load(golden_model("qwen3_bf16"), {.mixer = "swa:window=8,sinks=9"}); },
                         {"sink tokens must leave room"});
 }

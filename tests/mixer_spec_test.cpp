@@ -85,6 +85,17 @@ TEST(LayerMixers, ReadsTheConfigSection) {
   EXPECT_FALSE(LayerMixers::from_config(nlohmann::json::object(), "c", 4).default_mixer.has_value());
 }
 
+TEST(LayerMixers, PatternRepeatsOverLayers) {
+  const nlohmann::json config = {{"bifocal", {{"pattern", {"swa:window=64,sinks=4", "swa:window=64,sinks=4", "swa:window=64,sinks=4", "full"}}}}};
+  const auto mixers = LayerMixers::from_config(config, "config.json", 8);
+  ASSERT_EQ(mixers.pattern.size(), 4u);
+  EXPECT_EQ(mixers.pattern[3].kind, Kind::Full);
+  expect_error([] { LayerMixers::from_config({{"bifocal", {{"pattern", {"full", 3}}}}}, "/m/config.json", 2); },
+               {"'pattern' entry 1 must be a string"});
+  expect_error([] { LayerMixers::from_config({{"bifocal", {{"pattern", nlohmann::json::array()}}}}, "/m/config.json", 2); },
+               {"'pattern' must be a non-empty list"});
+}
+
 TEST(LayerMixers, BadSectionsAreNamed) {
   expect_error([] { LayerMixers::from_config({{"bifocal", {{"mixer", "swa:window=x"}}}}, "/m/config.json", 2); },
                {"/m/config.json", "'bifocal' section", "must be an integer"});

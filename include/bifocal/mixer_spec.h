@@ -37,11 +37,15 @@ struct MixerSpec {
   bool operator==(const MixerSpec&) const = default;
 };
 
-// The mixer of every layer of a model: a default plus per-layer overrides, from the `bifocal`
-// section of config.json ({"mixer": SPEC, "layers": {"0": "full"}, "budget": TOKENS}) and/or a
-// --mixer flag (which replaces the default, keeping the per-layer overrides).
+// The mixer of every layer of a model, from the `bifocal` section of config.json:
+//   {"mixer": SPEC,                       the default for every layer
+//    "pattern": [SPEC, SPEC, SPEC, "full"], layer i takes pattern[i mod 4] (e.g. every fourth full)
+//    "layers": {"0": "full"},             single layers, which win over both
+//    "budget": TOKENS}                    KV-token equivalents allowed per layer
+// A --mixer flag replaces the default and the pattern, keeping the single-layer overrides.
 struct LayerMixers {
   std::optional<MixerSpec> default_mixer;        // none: each layer's native attention
+  std::vector<MixerSpec> pattern;
   std::map<int, MixerSpec> layer_overrides;
   std::optional<std::int64_t> budget_tokens;     // per-layer budget in KV-token equivalents
 

@@ -192,11 +192,21 @@ LayerMixers LayerMixers::from_config(const nlohmann::json& config, const std::st
           fail(where, "layer " + layer_text + ": " + e.what());
         }
       }
+    } else if (key == "pattern") {
+      if (!value.is_array() || value.empty()) fail(where, "'pattern' must be a non-empty list of mixer specs");
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_string()) fail(where, "'pattern' entry " + std::to_string(i) + " must be a string");
+        try {
+          mixers.pattern.push_back(MixerSpec::parse(value[i].get<std::string>()));
+        } catch (const Error& e) {
+          fail(where, "'pattern' entry " + std::to_string(i) + ": " + e.what());
+        }
+      }
     } else if (key == "budget") {
       if (!value.is_number_integer() || value.get<std::int64_t>() <= 0) fail(where, "'budget' must be a positive integer");
       mixers.budget_tokens = value.get<std::int64_t>();
     } else {
-      fail(where, "unknown key '" + key + "' (known: mixer, layers, budget)");
+      fail(where, "unknown key '" + key + "' (known: mixer, pattern, layers, budget)");
     }
   }
   return mixers;

@@ -24,10 +24,11 @@ Model::~Model() = default;
 namespace {
 
 // Each layer's mixer: a per-layer override from config.json, else --mixer, else the config's
-// default, else the layer's native attention.
+// pattern, else its default, else the layer's native attention.
 MixerSpec choose_layer_mixer(const ModelConfig& c, const LayerMixers& configured, const ModelOptions& options, int layer) {
   if (auto it = configured.layer_overrides.find(layer); it != configured.layer_overrides.end()) return it->second;
   if (options.mixer) return MixerSpec::parse(*options.mixer);
+  if (!configured.pattern.empty()) return configured.pattern[layer % configured.pattern.size()];
   if (configured.default_mixer) return *configured.default_mixer;
   if (c.layer_sliding_window[layer] > 0)  // HF sliding_window: keys t−w+1 … t, no sinks
     return MixerSpec::parse("swa:window=" + std::to_string(c.layer_sliding_window[layer]) + ",sink=none");
@@ -66,7 +67,9 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const MixerSpec spec = choose_layer_mixer(c, configured, options, layer);
-    const bool chosen_full = spec.kind == MixerSpec::Kind::Full && configured.layer_overrides.contains(layer);
+    // Full layers the config places on purpose (a single layer or the pattern) are exempt.
+    const bool placed = configured.layer_overrides.contains(layer) || (!options.mixer && !configured.pattern.empty());
+    const bool chosen_full = spec.kind == MixerSpec::Kind::Full && placed;
     if (budget && !chosen_full) check_budget(spec, shape, layer, *budget);
     MixerParameters parameters = MixerParameters::load(spec, shape, c.hidden_size, layer, &store);
     for (auto& name : parameters.untrained) model.untrained_.push_back(name);
