@@ -1,0 +1,146 @@
+"""Build the testbed's natural-text corpus from Debian packages (run on the development machine).
+
+    apt-get install dict-gcide python3-doc debian-reference-en   # once; scripts/ does it for CI
+    python3 tools/testbed/build_corpus.py OUT_DIR
+
+Writes OUT_DIR/corpus.jsonl.xz (one document per line: {"source", "text"}), OUT_DIR/heldout.jsonl.xz
+(every 100th prose document, never trained on) and OUT_DIR/mixture.json (documents, characters and
+share per source). Sources, all from Debian 12 packages:
+  gcide        dict-gcide: the Collaborative International Dictionary of English (GPL), entries as prose
+  python-docs  python3-doc: the Python 3.11 documentation, HTML to text (PSF license)
+  debian-ref   debian-reference-en: the Debian Reference manual, HTML to text (GPL/MIT-style)
+  python-code  python3.11's standard library sources (/usr/lib/python3.11, PSF license)
+  c-headers    C/C++ headers under /usr/include (various free licenses)
+The procedural long-context part of the mixture is generated at training time (procedural.py).
+"""
+import glob
+import gzip
+import html
+import html.parser
+import json
+import lzma
+import os
+import re
+import sys
+
+
+class _TextExtractor(html.parser.HTMLParser):
+    """Visible text of an HTML page: paragraphs kept, scripts, styles and navigation dropped."""
+    SKIP = {"script", "style", "nav", "head"}
+    BLOCK = {"p", "div", "br", "li", "h1", "h2", "h3", "h4", "pre", "tr", "dt", "dd", "section", "table"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts, self.skipping = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skipping += 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.skipping:
+            self.skipping -= 1
+        elif tag in self.BLOCK:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if not self.skipping:
+            self.parts.append(data)
+
+
+def html_to_text(markup):
+    parser = _TextExtractor()
+    parser.feed(markup)
+    text = "".join(parser.parts)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+def gcide_documents():
+    """Dictionary entries, grouped ~40 at a time into documents; markup and source tags removed."""
+    raw = gzip.open("/usr/share/dictd/gcide.dict.dz").read().decode("utf-8", "replace")
+    entries = re.split(r"\n(?=[A-Z][^\n]{0,60}\\)", raw)
+    batch = []
+    for entry in entries:
+        entry = re.sub(r"\[(1913 Webster|PJC|WordNet 1.5|Century Dict.|Webster 1913 Suppl.)[^\]]*\]", "", entry)
+        entry = re.sub(r"[ \t]+", " ", entry)
+        entry = re.sub(r"\n ", "\n", entry)
+        entry = re.sub(r"\n{2,}", "\n", entry).strip()
+        if len(entry) > 40:
+            batch.append(entry)
+        if len(batch) == 40:
+            yield "\n\n".join(batch)
+            batch = []
+    if batch:
+        yield "\n\n".join(batch)
+
+
+def html_documents(pattern):
+    for path in sorted(glob.glob(pattern, recursive=True)):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = html_to_text(f.read())
+        except (OSError, ValueError):
+            continue
+        if len(text) > 500:
+            yield text
+
+
+def source_documents(patterns, max_bytes):
+    total = 0
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern, recursive=True)):
+            if total >= max_bytes:
+                return
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if 300 < len(text) < 200_000:
+                total += len(text)
+                yield text
+
+
+def main():
+    out_dir = sys.argv[1]
+    os.makedirs(out_dir, exist_ok=True)
+    sources = [
+        ("gcide", gcide_documents()),
+        ("python-docs", html_documents("/usr/share/doc/python3.11-doc/html/**/*.html")),
+        ("debian-ref", html_documents("/usr/share/debian-reference/**/*.en.html")),
+        ("python-code", source_documents(["/usr/lib/python3.11/**/*.py"], 12_000_000)),
+        ("c-headers", source_documents(["/usr/include/**/*.h"], 5_000_000)),
+    ]
+    mixture = {}
+    prose_index = 0
+    with lzma.open(os.path.join(out_dir, "corpus.jsonl.xz"), "wt", encoding="utf-8", preset=6) as train, \
+            lzma.open(os.path.join(out_dir, "heldout.jsonl.xz"), "wt", encoding="utf-8", preset=6) as heldout:
+        for name, documents in sources:
+            stats = mixture.setdefault(name, {"documents": 0, "characters": 0, "heldout_documents": 0})
+            for text in documents:
+                line = json.dumps({"source": name, "text": text}, ensure_ascii=False) + "\n"
+                is_prose = name in ("gcide", "python-docs", "debian-ref")
+                if is_prose:
+                    prose_index += 1
+                if is_prose and prose_index % 100 == 0:
+                    heldout.write(line)
+                    stats["heldout_documents"] += 1
+                    continue
+                train.write(line)
+                stats["documents"] += 1
+                stats["characters"] += len(text)
+            print(f"{name}: {stats}", flush=True)
+    total = sum(s["characters"] for s in mixture.values())
+    for s in mixture.values():
+        s["share"] = round(s["characters"] / total, 4)
+    with open(os.path.join(out_dir, "mixture.json"), "w") as f:
+        json.dump({"total_characters": total, "sources": mixture}, f, indent=2)
+    print(f"total {total / 1e6:.1f} M characters")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Pretrain the embedded testbed model (a small Qwen3) on the GPU machine, reproducibly from a seed.
+
+    python3 tools/testbed/train.py --corpus corpus --out OUT --total-seconds 540 --seed 20261129
+
+Inputs: corpus/corpus.jsonl.xz and corpus/heldout.jsonl.xz from build_corpus.py (Debian text), plus
+procedural long-context documents from procedural.py, generated here from the seed.
+Steps, all inside --total-seconds of wall clock:
+  1. byte-level BPE tokenizer (Qwen2 split regex, NFC) trained with HF tokenizers on a corpus sample;
+  2. every document tokenized; training windows of 4,096 tokens, each starting with <|bos|> (so an
+     attention sink can form on it) followed by documents joined by <|endoftext|>;
+  3. Qwen3ForCausalLM (GQA 4:1) trained with AdamW, bf16 autocast, until the deadline (the learning
+     rate follows warm-up then cosine decay over the time budget);
+  4. every few hundred steps: held-out loss, and the attention mass on the first token per layer
+     (averaged over heads and over queries at positions >= 128) against the uniform mass;
+  5. saved with save_pretrained in bf16, with the tokenizer files and training_log.json.
+"""
+import argparse
+import json
+import lzma
+import math
+import multiprocessing
+import os
+import random
+import sys
+import time
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+sys.path.insert(0, os.path.dirname(__file__))
+import procedural  # noqa: E402
+
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+BOS, EOS = "<|bos|>", "<|endoftext|>"
+CONTEXT = 4096
+
+
+def log(start, *parts):
+    print(f"[{time.time() - start:7.1f}s]", *parts, flush=True)
+
+
+def read_jsonl_xz(path):
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+_PROSE = None
+
+
+def _procedural_worker(job):
+    seed, n_chars = job
+    documents, total = [], 0
+    for document in procedural.mixed_documents(seed, procedural.make_corpus_filler(_PROSE)):
+        documents.append(document)
+        total += len(document)
+        if total >= n_chars:
+            break
+    return documents
+
+
+def _init_worker(prose):
+    global _PROSE
+    _PROSE = prose
+
+
+def generate_procedural(seed, n_chars, prose, processes):
+    per = n_chars // processes + 1
+    with multiprocessing.get_context("fork").Pool(processes, initializer=_init_worker, initargs=(prose,)) as pool:
+        chunks = pool.map(_procedural_worker, [(seed * 1000 + i, per) for i in range(processes)])
+    return [d for chunk in chunks for d in chunk]
+
+
+def train_tokenizer(texts, vocab_size):
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, BOS], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def token_stream(tokenizer, texts, eos_id):
+    """All documents' ids joined by EOS, and the offset where each document starts."""
+    encoded = tokenizer.encode_batch(texts, add_special_tokens=False)
+    lengths = torch.tensor([len(e.ids) + 1 for e in encoded], dtype=torch.int64)
+    ids = torch.empty(int(lengths.sum()), dtype=torch.int32)
+    starts = torch.zeros(len(encoded), dtype=torch.int64)
+    position = 0
+    for i, e in enumerate(encoded):
+        starts[i] = position
+        ids[position:position + len(e.ids)] = torch.tensor(e.ids, dtype=torch.int32)
+        ids[position + len(e.ids)] = eos_id
+        position += len(e.ids) + 1
+    return ids, starts
+
+
+def sample_batch(generator, streams, weights, batch, bos_id, device):
+    """Windows of CONTEXT tokens: <|bos|> then CONTEXT−1 tokens from a document start onwards."""
+    rows = []
+    choices = torch.multinomial(torch.tensor(weights), batch, replacement=True, generator=generator)
+    for c in choices.tolist():
+        ids, starts = streams[c]
+        limit = int(torch.searchsorted(starts, torch.tensor(len(ids) - CONTEXT)))
+        start = int(starts[torch.randint(0, max(1, limit), (1,), generator=generator)])
+        rows.append(torch.cat([torch.tensor([bos_id], dtype=torch.int32), ids[start:start + CONTEXT - 1]]))
+    return torch.stack(rows).to(device=device, dtype=torch.long, non_blocking=True)
+
+
+def set_attention(model, implementation):
+    try:
+        model.set_attn_implementation(implementation)
+    except AttributeError:  # older transformers
+        model.config._attn_implementation = implementation
+
+
+@torch.no_grad()
+def measure(model, heldout_batch):
+    """Held-out loss, and per layer the attention mass on the first token (queries >= 128)."""
+    model.eval()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(heldout_batch, labels=heldout_batch).loss.item()
+    previous = model.config._attn_implementation
+    set_attention(model, "eager")
+    short = heldout_batch[:, :1024]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        attentions = model(short, output_attentions=True).attentions
+    set_attention(model, previous)
+    sink = [float(a[:, :, 128:, 0].float().mean()) for a in attentions]
+    uniform = float((1.0 / torch.arange(129, short.shape[1] + 1, dtype=torch.float64)).mean())
+    model.train()
+    return loss, sink, uniform
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--corpus", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--total-seconds", type=float, default=540)
+    parser.add_argument("--seed", type=int, default=20261129)
+    parser.add_argument("--vocab", type=int, default=12288)
+    parser.add_argument("--hidden", type=int, default=384)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--procedural-chars", type=float, default=100e6)
+    parser.add_argument("--procedural-share", type=float, default=0.35)
+    args = parser.parse_args()
+    start = time.time()
+    deadline = start + args.total_seconds - 45  # leave time to save and measure
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    generator = torch.Generator().manual_seed(args.seed)
+    device = "cuda"
+    os.makedirs(args.out, exist_ok=True)
+
+    documents = read_jsonl_xz(os.path.join(args.corpus, "corpus.jsonl.xz"))
+    heldout = read_jsonl_xz(os.path.join(args.corpus, "heldout.jsonl.xz"))
+    natural = [d["text"] for d in documents]
+    prose = "\n".join(d["text"] for d in documents if d["source"] in ("python-docs", "debian-ref", "gcide"))
+    log(start, f"corpus: {len(natural)} documents, {sum(map(len, natural)) / 1e6:.1f} M chars")
+    generated = generate_procedural(args.seed, int(args.procedural_chars), prose, processes=14)
+    log(start, f"procedural: {len(generated)} documents, {sum(map(len, generated)) / 1e6:.1f} M chars")
+
+    sample = random.Random(args.seed)
+    tokenizer_texts = sample.sample(natural, k=min(len(natural), 1500)) + generated[:2000]
+    tok = train_tokenizer(tokenizer_texts, args.vocab)
+    bos_id, eos_id = tok.token_to_id(BOS), tok.token_to_id(EOS)
+    log(start, f"tokenizer: vocab {tok.get_vocab_size()}")
+    streams = [token_stream(tok, natural, eos_id), token_stream(tok, generated, eos_id)]
+    heldout_ids, _ = token_stream(tok, [d["text"] for d in heldout if d["source"] == "python-docs"], eos_id)
+    log(start, f"tokens: natural {len(streams[0][0]) / 1e6:.1f} M, procedural {len(streams[1][0]) / 1e6:.1f} M, "
+               f"held-out {len(heldout_ids) / 1e6:.2f} M")
+    heldout_batch = torch.cat([torch.tensor([bos_id]), heldout_ids[:CONTEXT - 1].long()]).view(1, -1).to(device)
+
+    vocab = (tok.get_vocab_size() + 63) // 64 * 64
+    config = Qwen3Config(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3 // 64 * 64,
+                         num_hidden_layers=args.layers, num_attention_heads=8, num_key_value_heads=2,
+                         head_dim=args.hidden // 8, max_position_embeddings=CONTEXT, rope_theta=100000.0,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=bos_id, eos_token_id=eos_id,
+                         pad_token_id=None, initializer_range=0.02, attention_dropout=0.0)
+    model = Qwen3ForCausalLM(config).to(device)
+    set_attention(model, "sdpa")
+    parameters = sum(p.numel() for p in model.parameters())
+    log(start, f"model: {parameters / 1e6:.2f} M parameters, config {config.to_json_string(use_diff=True)}")
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    weights = [1 - args.procedural_share, args.procedural_share]
+    train_start = time.time()
+    train_seconds = deadline - train_start
+    warmup = 150
+    history, step, tokens_seen = [], 0, 0
+    while time.time() < deadline:
+        progress = (time.time() - train_start) / train_seconds
+        lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = sample_batch(generator, streams, weights, args.batch, bos_id, device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(batch, labels=batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        tokens_seen += batch.numel()
+        if step % 50 == 0:
+            elapsed = time.time() - train_start
+            entry = {"step": step, "tokens": tokens_seen, "seconds": round(elapsed, 1), "loss": round(loss.item(), 4),
+                     "lr": lr, "tokens_per_second": round(tokens_seen / elapsed)}
+            if step % 400 == 0:
+                heldout_loss, sink, uniform = measure(model, heldout_batch)
+                entry.update({"heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
+                              "uniform_mass": round(uniform, 5)})
+            history.append(entry)
+            log(start, json.dumps(entry))
+
+    heldout_loss, sink, uniform = measure(model, heldout_batch)
+    final = {"step": step, "tokens": tokens_seen, "seconds": round(time.time() - train_start, 1),
+             "heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
+             "uniform_mass": round(uniform, 5)}
+    history.append(final)
+    log(start, "final", json.dumps(final))
+    model.to(torch.bfloat16).save_pretrained(args.out, max_shard_size="12MB")  # files of <= 16 MiB travel
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS)
+    hf.save_pretrained(args.out)
+    tok.save(os.path.join(args.out, "tokenizer.json"))
+    summary = {"seed": args.seed, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
+               "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "context": CONTEXT,
+               "procedural_share": args.procedural_share, "lr": args.lr,
+               "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+               "natural_tokens": len(streams[0][0]), "procedural_tokens": len(streams[1][0]), "history": history}
+    with open(os.path.join(args.out, "training_log.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    log(start, f"saved to {args.out}: {sorted(os.listdir(args.out))}")
+
+
+if __name__ == "__main__":
+    main()
