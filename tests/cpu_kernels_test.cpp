@@ -126,6 +126,49 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CpuAttention,
                                            AttentionCase{4, 2, 16, 1, 50, false, false}, AttentionCase{4, 2, 8, 0, 40, true, true},
                                            AttentionCase{4, 4, 0, 0, 20, true, false}));
 
+// The attention probe (backend.h): the mass on keys at positions < probe_first_keys, learned sink
+// in the denominator. Backend against reference on fresh random inputs, for the same shapes as
+// above; the output itself must not change when the probe is on.
+TEST_P(CpuAttention, ProbeMatchesReference) {
+  const AttentionCase c = GetParam();
+  auto rng = fresh_rng();
+  CpuBackend backend;
+  const int d = 16, n = 5;
+  const auto keys = random_vector(std::size_t(c.length) * c.kv_heads * d, rng, 2.0f);
+  const auto values = random_vector(keys.size(), rng);
+  const auto queries = random_vector(std::size_t(n) * c.query_heads * d, rng, 2.0f);
+  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
+  std::vector<std::int64_t> positions(n), key_positions(c.length);
+  for (int i = 0; i < n; ++i) positions[i] = c.length - n + i;
+  for (int j = 0; j < c.length; ++j) key_positions[j] = j;
+  if (c.shuffled_positions) std::shuffle(key_positions.begin(), key_positions.end(), rng);
+  for (const int first_keys : {1, 3, c.length}) {
+    std::vector<float> plain(queries.size(), NAN), probed(queries.size(), NAN);
+    std::vector<float> mass(std::size_t(n) * c.query_heads, NAN), want_mass(mass.size(), NAN);
+    AttentionArgs args{.queries = queries.data(), .positions = positions.data(), .n = n, .keys = keys.data(),
+                       .values = values.data(), .key_positions = c.shuffled_positions ? key_positions.data() : nullptr,
+                       .num_keys = c.length, .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d,
+                       .window = c.window, .sink_tokens = c.sink_tokens,
+                       .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = plain.data()};
+    backend.attention(args);
+    args.out = probed.data();
+    args.probe_first_keys = first_keys;
+    args.probe_mass = mass.data();
+    backend.attention(args);
+    EXPECT_EQ(plain, probed);
+    args.probe_mass = want_mass.data();
+    reference::attention(args);
+    for (std::size_t i = 0; i < mass.size(); ++i) {
+      EXPECT_NEAR(mass[i], want_mass[i], 1e-5) << "first_keys " << first_keys << " at " << i;
+      EXPECT_GE(mass[i], 0.0f);
+      EXPECT_LE(mass[i], 1.0f + 1e-6f);
+      // With every key counted, the mass is 1 less the learned sink's share, if any.
+      if (first_keys == c.length && !c.learned_sink) EXPECT_NEAR(mass[i], 1.0f, 1e-5);
+      if (first_keys == c.length && c.learned_sink) EXPECT_LT(mass[i], 1.0f);
+    }
+  }
+}
+
 TEST(CpuAttentionMask, SinkTokensAreCountedInsideTheWindow) {
   // DESIGN.md swa(w, s): at t, keys {0 … s−1} ∪ {max(s, t − (w − s) + 1) … t}: at most w keys.
   AttentionArgs a{};

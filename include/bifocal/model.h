@@ -24,6 +24,15 @@ struct ModelOptions {
   std::optional<std::int64_t> budget_tokens;  // --budget N: KV-token equivalents allowed per layer
 };
 
+// Measures attention sinks during a forward pass: for each layer, the softmax probability mass
+// that each query head puts on the keys at positions < first_keys (a learned sink counts in the
+// denominator). Filled by forward() for the tokens of that call; every layer must run softmax
+// attention over absolute positions (full, or swa without rolling positions).
+struct AttentionProbe {
+  int first_keys = 1;
+  std::vector<std::vector<float>> mass_per_layer;  // [layer][token · query_heads + head]
+};
+
 class Model {
  public:
   // Reads DIR/config.json and the safetensors weights; errors name the file and the problem.
@@ -48,6 +57,9 @@ class Model {
   // ([vocab]) or, with all_logits, of every token ([tokens, vocab]) into `logits`.
   void forward(Session& session, std::span<const std::int32_t> tokens, std::span<float> logits,
                bool all_logits = false) const;
+  // The same, also filling `probe` (when not null); allocates its buffers, so not for decoding.
+  void forward(Session& session, std::span<const std::int32_t> tokens, std::span<float> logits, bool all_logits,
+               AttentionProbe* probe) const;
   // Prefill a prompt / decode one token; the returned logits of the last token live in the
   // session and stay valid until its next call.
   std::span<const float> prefill(Session& session, std::span<const std::int32_t> tokens) const;
@@ -55,7 +67,9 @@ class Model {
 
  private:
   Model() = default;
-  void forward_chunk(Session& session, std::span<const std::int32_t> tokens, float* logits, bool all_logits) const;
+  void forward_chunk(Session& session, std::span<const std::int32_t> tokens, float* logits, bool all_logits,
+                     AttentionProbe* probe, std::size_t probe_first_token) const;
+  void prepare_probe(AttentionProbe& probe, std::size_t tokens) const;
 
   ModelConfig config_;
   std::unique_ptr<ModelWeights> weights_;

@@ -16,6 +16,9 @@ inline constexpr int kMaxHeadDim = 512;
 //   kp < sink_tokens                  (a sink token, DESIGN.md swa(w, s)), or
 //   p - kp < window - sink_tokens     (the recent part of the window, current token included).
 // With learned_sinks, query head h adds e^{S_h} to the softmax denominator only (gpt-oss).
+// The optional probe measures attention sinks (`bifocal compare --attention-stats`): the softmax
+// mass each query head puts on the keys at positions < probe_first_keys, with the learned sink
+// counted in the denominator as in the output. It costs nothing unless probe_mass is set.
 struct AttentionArgs {
   const float* queries;               // [n, query_heads, head_dim], after RoPE
   const std::int64_t* positions;      // [n] absolute position of each query
@@ -31,6 +34,8 @@ struct AttentionArgs {
   int sink_tokens = 0;
   const float* learned_sinks = nullptr;  // [query_heads] or null
   float* out;                         // [n, query_heads, head_dim]
+  int probe_first_keys = 0;
+  float* probe_mass = nullptr;        // [n, query_heads] or null: no probe
 };
 
 // Whether a query at position p sees a key at position kp under args' window rule.

@@ -26,7 +26,8 @@ void FullAttentionMixer::prefill(Backend& backend, const MixerInput& in, MixerSt
   backend.attention({.queries = in.queries, .positions = in.positions, .n = in.n, .keys = state.keys.data(),
                      .values = state.values.data(), .key_positions = nullptr, .num_keys = state.tokens_seen,
                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads, .head_dim = shape_.head_dim,
-                     .window = 0, .sink_tokens = 0, .learned_sinks = nullptr, .out = out});
+                     .window = 0, .sink_tokens = 0, .learned_sinks = nullptr, .out = out,
+                     .probe_first_keys = in.probe_first_keys, .probe_mass = in.probe_mass});
 }
 
 }  // namespace bifocal

@@ -22,6 +22,10 @@ struct MixerInput {
   const float* values;             // [n, Hkv, d]
   const std::int64_t* positions;   // [n] absolute positions
   int n = 0;
+  // Optional attention probe (AttentionArgs): mass on keys at positions < probe_first_keys,
+  // [n, Hq]; only mixers whose supports_attention_probe() is true are given one.
+  int probe_first_keys = 0;
+  float* probe_mass = nullptr;
 };
 
 // Everything one layer keeps for one sequence. The state proper (counted by the accounting):
@@ -55,6 +59,8 @@ class Mixer {
   virtual MixerState new_state(std::int64_t capacity, int chunk) const = 0;
   // Positions=rolling re-rotates cached keys at every step, so it wants q, k before RoPE.
   virtual bool rotates_keys_itself() const { return false; }
+  // Softmax attention over absolute positions, which can report the attention probe.
+  virtual bool supports_attention_probe() const { return false; }
   // n tokens (a prompt chunk): the parallel/chunked form.
   virtual void prefill(Backend& backend, const MixerInput& input, MixerState& state, float* out) const = 0;
   // One token: the recurrent form; allocates nothing.

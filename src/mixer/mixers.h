@@ -11,6 +11,7 @@ class FullAttentionMixer final : public Mixer {
  public:
   using Mixer::Mixer;
   MixerState new_state(std::int64_t capacity, int chunk) const override;
+  bool supports_attention_probe() const override { return true; }
   void prefill(Backend& backend, const MixerInput& input, MixerState& state, float* out) const override;
 };
 
@@ -20,6 +21,7 @@ class SlidingWindowMixer final : public Mixer {
                      const std::vector<float>& inv_freq);
   MixerState new_state(std::int64_t capacity, int chunk) const override;
   bool rotates_keys_itself() const override { return spec_.positions == MixerSpec::Positions::Rolling; }
+  bool supports_attention_probe() const override { return spec_.positions == MixerSpec::Positions::Absolute; }
   void prefill(Backend& backend, const MixerInput& input, MixerState& state, float* out) const override;
 
  private:

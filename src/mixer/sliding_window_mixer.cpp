@@ -64,7 +64,8 @@ void SlidingWindowMixer::prefill(Backend& backend, const MixerInput& in, MixerSt
                            .key_positions = state.workspace_positions.data(), .num_keys = gathered,
                            .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads, .head_dim = shape_.head_dim,
                            .window = spec_.window, .sink_tokens = sink_tokens_,
-                           .learned_sinks = learned_sinks_.empty() ? nullptr : learned_sinks_.data(), .out = out};
+                           .learned_sinks = learned_sinks_.empty() ? nullptr : learned_sinks_.data(), .out = out,
+                           .probe_first_keys = in.probe_first_keys, .probe_mass = in.probe_mass};
   if (spec_.positions == MixerSpec::Positions::Rolling)
     cpu::rolling_window_attention(args, inv_freq_.data());
   else

@@ -123,17 +123,36 @@ Session Model::new_session(std::int64_t capacity, int chunk) const {
 
 void Model::forward(Session& session, std::span<const std::int32_t> tokens, std::span<float> logits,
                     bool all_logits) const {
+  forward(session, tokens, logits, all_logits, nullptr);
+}
+
+void Model::forward(Session& session, std::span<const std::int32_t> tokens, std::span<float> logits, bool all_logits,
+                    AttentionProbe* probe) const {
   const std::size_t vocab = config_.vocab_size;
   if (tokens.empty()) fail("forward", "no tokens to process");
   if (logits.size() < (all_logits ? tokens.size() * vocab : vocab)) fail("forward", "logits buffer too small");
   for (const std::int32_t id : tokens)
     if (id < 0 || id >= config_.vocab_size)
       fail("input", "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+  if (probe != nullptr) prepare_probe(*probe, tokens.size());
   for (std::size_t begin = 0; begin < tokens.size(); begin += session.chunk_) {
     const std::size_t count = std::min<std::size_t>(session.chunk_, tokens.size() - begin);
     const bool last_chunk = begin + count == tokens.size();
     float* out = all_logits ? logits.data() + begin * vocab : (last_chunk ? logits.data() : nullptr);
-    forward_chunk(session, tokens.subspan(begin, count), out, all_logits);
+    forward_chunk(session, tokens.subspan(begin, count), out, all_logits, probe, begin);
+  }
+}
+
+// The probe's buffers, sized for this call; a layer that cannot report it is an error rather
+// than a silent gap in the statistics.
+void Model::prepare_probe(AttentionProbe& probe, std::size_t tokens) const {
+  if (probe.first_keys < 1) fail("attention probe", "first_keys must be at least 1");
+  probe.mass_per_layer.resize(mixers_.size());
+  for (std::size_t l = 0; l < mixers_.size(); ++l) {
+    if (!mixers_[l]->supports_attention_probe())
+      fail("attention probe", "layer " + std::to_string(l) + " runs '" + mixers_[l]->spec().to_string() +
+                                  "', which has no softmax attention over absolute positions to probe");
+    probe.mass_per_layer[l].assign(tokens * config_.num_query_heads, 0.0f);
   }
 }
 
@@ -154,7 +173,10 @@ std::span<const float> Model::decode(Session& session, std::int32_t token) const
 //               x += mixer(h, q, k, v; layer state) · Woᵀ     (full attention, swa, mlstm, …)
 //               h = rmsnorm(x);  x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ) · Wdᵀ
 //   logits = rmsnorm(x) · Wlmᵀ   (last token, or every token when all_logits)
-void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, float* logits, bool all_logits) const {
+// With a probe, each mixer also writes its attention mass on the first keys for these tokens,
+// which start at token `probe_first_token` of the forward call.
+void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, float* logits, bool all_logits,
+                          AttentionProbe* probe, std::size_t probe_first_token) const {
   const auto& c = config_;
   const ModelWeights& w = *weights_;
   Backend& backend = *backend_;
@@ -186,7 +208,9 @@ void Model::forward_chunk(Session& s, std::span<const std::int32_t> tokens, floa
       backend.rope(s.keys_.data(), n, hkv, d, s.positions_.data(), rope_inv_freq_.data());
     }
     const MixerInput input{.x = h, .queries = s.queries_.data(), .keys = s.keys_.data(), .values = s.values_.data(),
-                           .positions = s.positions_.data(), .n = n};
+                           .positions = s.positions_.data(), .n = n,
+                           .probe_first_keys = probe ? probe->first_keys : 0,
+                           .probe_mass = probe ? probe->mass_per_layer[l].data() + probe_first_token * hq : nullptr};
     if (n == 1)
       mixer.decode(backend, input, s.layers_[l], s.attention_.data());
     else

@@ -52,6 +52,32 @@ void CpuBackend::rope(float* x, int n, int heads, int head_dim, const std::int64
   });
 }
 
+namespace {
+
+// The attention probe (backend.h): the softmax weight of the visible keys at positions
+// < probe_first_keys, rescored with the same float operations as the main loop and normalised by
+// its final max and denominator (which hold the learned sink, if any). Keys without explicit
+// positions sit at their index, so only the first few are rescored; a ring buffer's positions
+// are scanned, which costs integer compares only.
+float first_key_mass(const AttentionArgs& a, const float* q, int kv, std::int64_t p, float running_max, float denominator) {
+  const int d = a.head_dim;
+  const float scale = 1.0f / std::sqrt(float(d));
+  const std::int64_t end = a.key_positions ? a.num_keys : std::min<std::int64_t>(a.num_keys, a.probe_first_keys);
+  float mass = 0.0f;
+  for (std::int64_t j = 0; j < end; ++j) {
+    const std::int64_t kp = a.key_positions ? a.key_positions[j] : j;
+    if (kp >= a.probe_first_keys || !key_visible(a, p, kp)) continue;
+    const float* k = a.keys + (j * a.kv_heads + kv) * d;
+    float score = 0.0f;
+    for (int c = 0; c < d; ++c) score += q[c] * k[c];
+    score *= scale;
+    mass += std::exp(score - running_max);
+  }
+  return mass / denominator;
+}
+
+}  // namespace
+
 // Online softmax over the visible keys (DESIGN.md "full", "swa"): one pass with a running max m
 // and denominator l, the accumulator rescaled when m grows. A learned sink S_h seeds m = S_h,
 // l = 1 (DESIGN.md: the sink enters the denominator only).
@@ -93,6 +119,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
     }
     float* o = a.out + (i * a.query_heads + h) * d;
     for (int c = 0; c < d; ++c) o[c] = accumulator[c] / denominator;
+    if (a.probe_mass != nullptr) a.probe_mass[i * a.query_heads + h] = first_key_mass(a, q, kv, p, running_max, denominator);
   });
 }
 

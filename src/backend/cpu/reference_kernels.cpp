@@ -42,6 +42,12 @@ std::vector<float> attention(const AttentionArgs& a) {
       const double max_score = std::max(sink_logit, *std::max_element(scores.begin(), scores.end()));
       double denominator = a.learned_sinks ? std::exp(sink_logit - max_score) : 0.0;
       for (double& s : scores) denominator += (s = std::exp(s - max_score));
+      if (a.probe_mass != nullptr) {  // the probe: mass on keys at positions < probe_first_keys
+        double mass = 0;
+        for (std::int64_t j = 0; j < a.num_keys; ++j)
+          if ((a.key_positions ? a.key_positions[j] : j) < a.probe_first_keys) mass += scores[j];
+        a.probe_mass[std::size_t(i) * a.query_heads + h] = float(mass / denominator);
+      }
       for (int c = 0; c < d; ++c) {
         double sum = 0;
         for (std::int64_t j = 0; j < a.num_keys; ++j) sum += scores[j] * a.values[(std::size_t(j) * a.kv_heads + kv) * d + c];
