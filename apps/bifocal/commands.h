@@ -14,6 +14,7 @@ using Run = std::function<int()>;
 Run add_generate_command(CLI::App& app);
 Run add_tokenize_command(CLI::App& app);
 Run add_budget_command(CLI::App& app);
+Run add_compare_command(CLI::App& app);
 
 // --mixer SPEC and --budget N, shared by every subcommand that runs a model.
 void add_mixer_options(CLI::App& command, std::string& mixer, std::int64_t& budget);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(bifocal::cli::add_generate_command);
   add(bifocal::cli::add_tokenize_command);
   add(bifocal::cli::add_budget_command);
+  add(bifocal::cli::add_compare_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

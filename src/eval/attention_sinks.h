@@ -1,0 +1,37 @@
+// Attention-sink statistics (the observation behind SWA(w, s), DESIGN.md "swa"): how much
+// softmax mass each layer's queries put on the first few key positions, against the mass a
+// uniform distribution over the visible keys would give them. A ratio far above 1 is why
+// dropping those keys from a window breaks a pretrained model.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace bifocal {
+
+class Model;
+
+struct LayerSinkMass {
+  int layer = 0;
+  double mass = 0;     // mean over heads and queries of the mass on keys < first_tokens
+  double uniform = 0;  // mean over the same queries of min(first_tokens, t + 1) / (t + 1)
+  std::int64_t queries = 0;
+  double ratio() const { return uniform > 0 ? mass / uniform : 0.0; }
+};
+
+struct AttentionSinkStats {
+  int first_tokens = 1;
+  std::int64_t min_query_position = 0;  // queries at positions >= this are averaged
+  std::vector<LayerSinkMass> layers;
+};
+
+// The query positions to average: from 128 on, past the start where every key is near the first
+// ones; windows too short for that use every query from first_tokens on.
+std::int64_t sink_query_start(std::size_t shortest_window, int first_tokens);
+
+// Runs each window from a fresh session with Model's attention probe. Every layer of `model`
+// must run softmax attention over absolute positions (Model::forward's probe says which not).
+AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector<std::vector<std::int32_t>>& windows,
+                                           int first_tokens, std::int64_t min_query_position);
+
+}  // namespace bifocal
