@@ -151,6 +151,8 @@ def main():
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--procedural-chars", type=float, default=100e6)
     parser.add_argument("--procedural-share", type=float, default=0.35)
+    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--init", help="continue from this saved model (its tokenizer is kept)")
     args = parser.parse_args()
     start = time.time()
     deadline = start + args.total_seconds - 45  # leave time to save and measure
@@ -170,7 +172,10 @@ def main():
 
     sample = random.Random(args.seed)
     tokenizer_texts = sample.sample(natural, k=min(len(natural), 1500)) + generated[:2000]
-    tok = train_tokenizer(tokenizer_texts, args.vocab)
+    if args.init:
+        tok = Tokenizer.from_file(os.path.join(args.init, "tokenizer.json"))
+    else:
+        tok = train_tokenizer(tokenizer_texts, args.vocab)
     bos_id, eos_id = tok.token_to_id(BOS), tok.token_to_id(EOS)
     log(start, f"tokenizer: vocab {tok.get_vocab_size()}")
     streams = [token_stream(tok, natural, eos_id), token_stream(tok, generated, eos_id)]
@@ -185,13 +190,17 @@ def main():
                          head_dim=args.hidden // 8, max_position_embeddings=CONTEXT, rope_theta=100000.0,
                          rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=bos_id, eos_token_id=eos_id,
                          pad_token_id=None, initializer_range=0.02, attention_dropout=0.0)
-    model = Qwen3ForCausalLM(config).to(device)
+    if args.init:
+        model = Qwen3ForCausalLM.from_pretrained(args.init, dtype=torch.float32).to(device)
+        config = model.config
+    else:
+        model = Qwen3ForCausalLM(config).to(device)
     set_attention(model, "sdpa")
     parameters = sum(p.numel() for p in model.parameters())
     log(start, f"model: {parameters / 1e6:.2f} M parameters, config {config.to_json_string(use_diff=True)}")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
     weights = [1 - args.procedural_share, args.procedural_share]
     train_start = time.time()
@@ -233,7 +242,7 @@ def main():
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS)
     hf.save_pretrained(args.out)
     tok.save(os.path.join(args.out, "tokenizer.json"))
-    summary = {"seed": args.seed, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
+    summary = {"seed": args.seed, "init": args.init, "weight_decay": args.weight_decay, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
                "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "context": CONTEXT,
                "procedural_share": args.procedural_share, "lr": args.lr,
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,

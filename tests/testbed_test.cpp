@@ -1,0 +1,84 @@
+// The embedded testbed model (models/testbed, issue 4) on held-out text it never saw
+// (tests/testbed/heldout_python_docs.txt): it is a trained model, far better than a unigram
+// model of its own tokenizer, and a 256-token window with sinks stays close to full attention
+// beyond position 1,024. The sink check (swa(64) without sinks clearly worse than with) is
+// disabled until a retrained model shows a sink: models/testbed/README.md says what was measured.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "bifocal/model.h"
+#include "bifocal/tokenizer.h"
+#include "eval/perplexity.h"
+
+namespace bifocal {
+namespace {
+
+const std::filesystem::path kModel = std::filesystem::path(BIFOCAL_GOLDEN_DIR) / ".." / ".." / "models" / "testbed";
+const std::filesystem::path kHeldout = std::filesystem::path(BIFOCAL_GOLDEN_DIR) / ".." / "testbed" / "heldout_python_docs.txt";
+
+std::vector<std::int32_t> heldout_ids(const Tokenizer& tokenizer) {
+  std::ifstream in(kHeldout);
+  std::stringstream text;
+  text << in.rdbuf();
+  return tokenizer.encode(text.str(), /*add_special_tokens=*/false);
+}
+
+// One 4,096-token window (BOS first), scored once per mixer; buckets [1, 1024) and [1024, 4096).
+PositionPerplexity score(const std::string& mixer, const std::vector<std::int32_t>& window) {
+  const Model model = Model::load(kModel, {.mixer = mixer});
+  return evaluate_perplexity(model, {window}, {1, 1024, 4096});
+}
+
+class Testbed : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = new Tokenizer(Tokenizer::from_dir(kModel));
+    ids_ = heldout_ids(*tokenizer_);
+    window_ = {*tokenizer_->bos_id()};
+    window_.insert(window_.end(), ids_.begin(), ids_.begin() + 4095);
+    full_ = new PositionPerplexity(score("full", window_));
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete full_;
+  }
+  static Tokenizer* tokenizer_;
+  static std::vector<std::int32_t> ids_, window_;
+  static PositionPerplexity* full_;
+};
+Tokenizer* Testbed::tokenizer_ = nullptr;
+std::vector<std::int32_t> Testbed::ids_, Testbed::window_;
+PositionPerplexity* Testbed::full_ = nullptr;
+
+TEST_F(Testbed, FarBelowAUnigramModelOfItsTokenizer) {
+  // The unigram model fitted to the held-out text itself: an optimistic baseline.
+  std::map<std::int32_t, double> counts;
+  for (std::int32_t id : ids_) counts[id] += 1;
+  double entropy = 0;
+  for (const auto& [id, count] : counts) entropy -= count / ids_.size() * std::log(count / ids_.size());
+  const double unigram = std::exp(entropy);
+  EXPECT_LT(full_->perplexity(), unigram / 4) << "model " << full_->perplexity() << " unigram " << unigram;
+}
+
+TEST_F(Testbed, WindowOf256WithSinksWithin15PercentOfFullBeyond1024) {
+  const PositionPerplexity swa = score("swa:window=256,sinks=4", window_);
+  const double ratio = swa.buckets[1].perplexity() / full_->buckets[1].perplexity();
+  EXPECT_LE(ratio, 1.15) << "swa(256,4) " << swa.buckets[1].perplexity() << " full " << full_->buckets[1].perplexity();
+  EXPECT_GE(ratio, 0.95);  // a window cannot see more than full attention
+}
+
+// Disabled: the current checkpoint has no attention sink (first-token mass 1–2%, see
+// models/testbed/README.md), so both windows score alike. Enable once a retrained model shows it.
+TEST_F(Testbed, DISABLED_WindowWithoutSinksClearlyWorseThanWithSinks) {
+  const PositionPerplexity without = score("swa:window=64,sinks=0", window_);
+  const PositionPerplexity with = score("swa:window=64,sinks=4", window_);
+  EXPECT_GT(without.buckets[1].perplexity(), 1.3 * with.buckets[1].perplexity());
+}
+
+}  // namespace
+}  // namespace bifocal
