@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/online_softmax.h"
 #include "core/thread_pool.h"
 
 namespace bifocal {
@@ -78,9 +79,8 @@ float first_key_mass(const AttentionArgs& a, const float* q, int kv, std::int64_
 
 }  // namespace
 
-// Online softmax over the visible keys (DESIGN.md "full", "swa"): one pass with a running max m
-// and denominator l, the accumulator rescaled when m grows. A learned sink S_h seeds m = S_h,
-// l = 1 (DESIGN.md: the sink enters the denominator only).
+// Online softmax over the visible keys (DESIGN.md "full", "swa"), one pass (online_softmax.h); a
+// learned sink S_h seeds m = S_h, l = 1 (DESIGN.md: the sink enters the denominator only).
 void CpuBackend::attention(const AttentionArgs& a) {
   const int group = a.query_heads / a.kv_heads;
   const float scale = 1.0f / std::sqrt(float(a.head_dim));
@@ -91,35 +91,20 @@ void CpuBackend::attention(const AttentionArgs& a) {
     const int kv = h / group;
     const float* q = a.queries + (i * a.query_heads + h) * d;
     const std::int64_t p = a.positions[i];
-    float accumulator[kMaxHeadDim] = {};
-    float running_max = -std::numeric_limits<float>::infinity();
-    float denominator = 0.0f;
-    if (a.learned_sinks != nullptr) {
-      running_max = a.learned_sinks[h];
-      denominator = 1.0f;
-    }
+    cpu::OnlineSoftmax softmax(d);
+    if (a.learned_sinks != nullptr) softmax.seed_sink(a.learned_sinks[h]);
     // Keys without explicit positions sit at their index: only 0 … p can be visible.
     const std::int64_t end = a.key_positions ? a.num_keys : std::min(a.num_keys, p + 1);
     for (std::int64_t j = 0; j < end; ++j) {
       if (!key_visible(a, p, a.key_positions ? a.key_positions[j] : j)) continue;
       const float* k = a.keys + (j * a.kv_heads + kv) * d;
-      const float* v = a.values + (j * a.kv_heads + kv) * d;
       float score = 0.0f;
       for (int c = 0; c < d; ++c) score += q[c] * k[c];
-      score *= scale;
-      if (score > running_max) {
-        const float correction = std::exp(running_max - score);
-        denominator *= correction;
-        for (int c = 0; c < d; ++c) accumulator[c] *= correction;
-        running_max = score;
-      }
-      const float weight = std::exp(score - running_max);
-      denominator += weight;
-      for (int c = 0; c < d; ++c) accumulator[c] += weight * v[c];
+      softmax.add(score * scale, a.values + (j * a.kv_heads + kv) * d);
     }
-    float* o = a.out + (i * a.query_heads + h) * d;
-    for (int c = 0; c < d; ++c) o[c] = accumulator[c] / denominator;
-    if (a.probe_mass != nullptr) a.probe_mass[i * a.query_heads + h] = first_key_mass(a, q, kv, p, running_max, denominator);
+    softmax.write(a.out + (i * a.query_heads + h) * d);
+    if (a.probe_mass != nullptr)
+      a.probe_mass[i * a.query_heads + h] = first_key_mass(a, q, kv, p, softmax.running_max(), softmax.denominator());
   });
 }
 

@@ -1,7 +1,8 @@
 #include "backend/cpu/rolling_attention.h"
 
 #include <cmath>
-#include <limits>
+
+#include "backend/cpu/online_softmax.h"
 
 #include "core/thread_pool.h"
 
@@ -31,29 +32,18 @@ void rolling_window_attention(const AttentionArgs& a, const float* inv_freq) {
     const std::int64_t p = a.positions[i];
     std::int64_t visible = 0;
     for (std::int64_t j = 0; j < a.num_keys; ++j) visible += key_visible(a, p, a.key_positions[j]);
-    float query[kMaxHeadDim], key[kMaxHeadDim], accumulator[kMaxHeadDim] = {};
+    float query[kMaxHeadDim], key[kMaxHeadDim];
     rotate(a.queries + (i * a.query_heads + h) * d, d, visible - 1, inv_freq, query);
-    float running_max = -std::numeric_limits<float>::infinity(), denominator = 0.0f;
+    OnlineSoftmax softmax(d);
     std::int64_t index = 0;  // rank of the key among the visible ones, in cache order
     for (std::int64_t j = 0; j < a.num_keys; ++j) {
       if (!key_visible(a, p, a.key_positions[j])) continue;
       rotate(a.keys + (j * a.kv_heads + kv) * d, d, index++, inv_freq, key);
       float score = 0.0f;
       for (int c = 0; c < d; ++c) score += query[c] * key[c];
-      score *= scale;
-      if (score > running_max) {
-        const float correction = std::exp(running_max - score);
-        denominator *= correction;
-        for (int c = 0; c < d; ++c) accumulator[c] *= correction;
-        running_max = score;
-      }
-      const float weight = std::exp(score - running_max);
-      denominator += weight;
-      const float* v = a.values + (j * a.kv_heads + kv) * d;
-      for (int c = 0; c < d; ++c) accumulator[c] += weight * v[c];
+      softmax.add(score * scale, a.values + (j * a.kv_heads + kv) * d);
     }
-    float* o = a.out + (i * a.query_heads + h) * d;
-    for (int c = 0; c < d; ++c) o[c] = accumulator[c] / denominator;
+    softmax.write(a.out + (i * a.query_heads + h) * d);
   });
 }
 
