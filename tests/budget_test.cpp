@@ -2,14 +2,13 @@
 // library and through `bifocal budget`.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "bifocal/budget.h"
+#include "cli_runner.h"
 #include "test_files.h"
 
 namespace bifocal {
@@ -87,13 +86,9 @@ TEST(Budget, PlannerSplitsTheBudgetBetweenWindowAndStates) {
 }
 
 std::string run_budget(const std::string& arguments, int& exit_code) {
-  FILE* pipe = popen((std::string(BIFOCAL_CLI_PATH) + " budget " + arguments + " 2>&1").c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (std::size_t read = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), read);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
+  const auto result = testing::run_cli("budget " + arguments);
+  exit_code = result.exit_code;
+  return result.output;
 }
 
 TEST(BudgetCommand, JsonOutputMatchesTheDesignTable) {

@@ -2,38 +2,19 @@
 // tokens, prompt sources, stop strings, and one-line errors with a non-zero exit.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 
 #include "bifocal/tokenizer.h"
+#include "cli_runner.h"
 #include "golden_model.h"
 #include "test_files.h"
 
 namespace bifocal {
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-CommandResult run_cli(const std::string& arguments, const std::string& stdin_file = "/dev/null") {
-  const std::string command = std::string(BIFOCAL_CLI_PATH) + " " + arguments + " < " + quote(stdin_file) + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (std::size_t read = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), read);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using testing::CommandResult;
+using testing::run_cli;
+std::string quote(const std::string& s) { return testing::shell_quote(s); }
 
 const std::string kModel = testing::golden_model("qwen2_fp32_tied").string();
 

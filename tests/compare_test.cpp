@@ -3,9 +3,7 @@
 // windows and BOS, the attention probe inside a model, the SVG writer, and the CLI end to end.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include "eval/attention_sinks.h"
 #include "eval/perplexity.h"
 #include "eval/svg_plot.h"
+#include "cli_runner.h"
 #include "golden_model.h"
 #include "test_files.h"
 
@@ -264,26 +263,11 @@ TEST(CompareSvgPlot, OnePolylinePerSeriesWithEscapedLegend) {
 
 // ---- The CLI ---------------------------------------------------------------------------------
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs the binary; `redirect` says where stderr goes ("2>&1" merges it into the output).
-CommandResult run_cli(const std::string& arguments, const std::string& redirect = "2>&1") {
-  const std::string command = std::string(BIFOCAL_CLI_PATH) + " " + arguments + " < /dev/null " + redirect;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (std::size_t read = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), read);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+using testing::CommandResult;
+std::string quote(const std::string& s) { return testing::shell_quote(s); }
+// stderr (progress) goes to /dev/null unless merged into the output.
+CommandResult run_cli(const std::string& arguments, const std::string& stderr_redirect = "2>&1") {
+  return testing::run_cli(arguments, "/dev/null", stderr_redirect);
 }
 
 std::string read_file(const std::filesystem::path& path) {
