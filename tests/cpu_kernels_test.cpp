@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "numerics.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/reference_kernels.h"
 #include "model/rope.h"
@@ -12,22 +13,8 @@
 namespace bifocal {
 namespace {
 
-std::vector<float> random_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(size);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
+using testing::relative_error;
+using testing::random_vector;
 
 std::mt19937 fresh_rng() { return std::mt19937(std::random_device{}()); }
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "numerics.h"
 #include "allocation_counter.h"
 #include "backend/cpu/linear_attention.h"
 #include "backend/cpu/linear_reference.h"
@@ -15,26 +16,11 @@
 namespace bifocal {
 namespace {
 
+using testing::relative_error;
+using testing::random_vector;
+
 using cpu::FeatureMap;
 using cpu::LinearShape;
-
-std::vector<float> random_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(size);
-  for (float& x : values) x = normal(rng);
-  return values;
-}
-
-// ‖got − want‖ / ‖want‖, infinite when got is not finite.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double difference = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    difference += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(difference / norm);
-}
 
 // Largest error seen by a test, printed at its end for the record.
 struct ErrorLog {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "numerics.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/mlstm_reference.h"
 #include "backend/cpu/reference_kernels.h"
@@ -15,6 +16,8 @@
 
 namespace bifocal {
 namespace {
+
+using testing::relative_error;
 
 struct Inputs {
   int length, query_heads, kv_heads, head_dim, hidden;
@@ -56,16 +59,6 @@ std::vector<float> run_mixer(const Mixer& mixer, const Inputs& in, int chunk) {
       mixer.prefill(backend, input, state, out.data() + begin * q_row);
   }
   return out;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
 }
 
 // DESIGN.md swa(w, s): the query at t attends to {0 … s−1} ∪ {max(s, t − (w − s) + 1) … t}.

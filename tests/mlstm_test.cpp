@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "numerics.h"
 #include "backend/cpu/mlstm.h"
 #include "backend/cpu/mlstm_reference.h"
 #include "allocation_counter.h"
@@ -15,18 +16,9 @@
 namespace bifocal {
 namespace {
 
-using cpu::MlstmShape;
+using testing::relative_error;
 
-// ‖got − want‖ / ‖want‖; infinite if got has a NaN or Inf.
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
+using cpu::MlstmShape;
 
 bool all_finite(const std::vector<float>& x) {
   for (float value : x)
