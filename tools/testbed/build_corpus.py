@@ -1,7 +1,7 @@
 """Build the testbed's natural-text corpus from Debian packages (run on the development machine).
 
     apt-get install dict-gcide python3-doc debian-reference-en   # once; scripts/ does it for CI
-    python3 tools/testbed/build_corpus.py OUT_DIR
+    python3 tools/testbed/build_corpus.py OUT_DIR [--more]
 
 Writes OUT_DIR/corpus.jsonl.xz (one document per line: {"source", "text"}), OUT_DIR/heldout.jsonl.xz
 (every 100th prose document, never trained on) and OUT_DIR/mixture.json (documents, characters and
@@ -11,6 +11,12 @@ share per source). Sources, all from Debian 12 packages:
   debian-ref   debian-reference-en: the Debian Reference manual, HTML to text (GPL/MIT-style)
   python-code  python3.11's standard library sources (/usr/lib/python3.11, PSF license)
   c-headers    C/C++ headers under /usr/include (various free licenses)
+With --more (apt-get install perl-doc debian-handbook git-doc postgresql-doc-15), four more prose
+sources, for the next training round (the shipped model was trained without them):
+  perl-doc     the Perl documentation, POD with its markup stripped (GPL/Artistic)
+  handbook     The Debian Administrator's Handbook, English HTML (GPL-2+ / CC-BY-SA-3.0)
+  git-doc      Git's manual pages and guides, AsciiDoc text (GPL-2)
+  pg-doc       the PostgreSQL 15 manual, HTML (PostgreSQL license)
 The procedural long-context part of the mixture is generated at training time (procedural.py).
 """
 import glob
@@ -89,6 +95,28 @@ def html_documents(pattern):
             yield text
 
 
+def pod_documents(pattern):
+    """Perl POD: directives and formatting codes removed, paragraphs kept."""
+    for path in sorted(glob.glob(pattern)):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        text = re.sub(r"^=(?:pod|cut|begin|end|for|encoding|over|back)\b.*$", "", text, flags=re.M)
+        text = re.sub(r"^=(?:head\d|item)\s*", "", text, flags=re.M)
+        text = re.sub(r"[BCIFLSEXZ]<<+\s*(.*?)\s*>>+", r"\1", text)
+        text = re.sub(r"[BCIFLSEXZ]<([^<>]*)>", r"\1", text)
+        text = re.sub(r"\n{3,}", "\n\n", text).strip()
+        if len(text) > 500:
+            yield text
+
+
+def text_documents(pattern):
+    for path in sorted(glob.glob(pattern)):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read().strip()
+        if len(text) > 500:
+            yield text
+
+
 def source_documents(patterns, max_bytes):
     total = 0
     for pattern in patterns:
@@ -107,6 +135,7 @@ def source_documents(patterns, max_bytes):
 
 def main():
     out_dir = sys.argv[1]
+    more = "--more" in sys.argv[2:]
     os.makedirs(out_dir, exist_ok=True)
     sources = [
         ("gcide", gcide_documents()),
@@ -115,6 +144,13 @@ def main():
         ("python-code", source_documents(["/usr/lib/python3.11/**/*.py"], 12_000_000)),
         ("c-headers", source_documents(["/usr/include/**/*.h"], 5_000_000)),
     ]
+    if more:
+        sources += [
+            ("perl-doc", pod_documents("/usr/share/perl/5.*/pod/*.pod")),
+            ("handbook", html_documents("/usr/share/doc/debian-handbook/html/en-US/*.html")),
+            ("git-doc", text_documents("/usr/share/doc/git-doc/*.txt")),
+            ("pg-doc", html_documents("/usr/share/doc/postgresql-doc-15/html/*.html")),
+        ]
     mixture = {}
     prose_index = 0
     with lzma.open(os.path.join(out_dir, "corpus.jsonl.xz"), "wt", encoding="utf-8", preset=6) as train, \
@@ -123,7 +159,7 @@ def main():
             stats = mixture.setdefault(name, {"documents": 0, "characters": 0, "heldout_documents": 0})
             for text in documents:
                 line = json.dumps({"source": name, "text": text}, ensure_ascii=False) + "\n"
-                is_prose = name in ("gcide", "python-docs", "debian-ref")
+                is_prose = name not in ("python-code", "c-headers")
                 if is_prose:
                     prose_index += 1
                 if is_prose and prose_index % 100 == 0:
