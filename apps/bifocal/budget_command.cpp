@@ -9,6 +9,7 @@
 #include "bifocal/error.h"
 #include "bifocal/model_config.h"
 #include "commands.h"
+#include "core/human_bytes.h"
 
 namespace bifocal::cli {
 
@@ -22,13 +23,6 @@ struct BudgetFlags {
   std::string kv_dtype = "bf16";
   bool json = false;
 };
-
-std::string human_bytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
-  if (bytes >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024));
-  if (bytes >= 1024.0) return fmt::format("{:.2f} KiB", bytes / 1024.0);
-  return fmt::format("{} B", bytes);
-}
 
 std::string token_equivalents_text(double value) {
   return value == double(std::int64_t(value)) ? fmt::format("{}", std::int64_t(value)) : fmt::format("{:.2f}", value);

@@ -34,13 +34,6 @@ nlohmann::json number_or_null(double value) { return std::isfinite(value) ? nloh
 
 }  // namespace
 
-std::string human_bytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
-  if (bytes >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", bytes / (1024.0 * 1024));
-  if (bytes >= 1024.0) return fmt::format("{:.2f} KiB", bytes / 1024.0);
-  return fmt::format("{:.0f} B", bytes);
-}
-
 std::string perplexity_table_markdown(const CompareReport& report) {
   const MixerComparison* full = full_attention(report);
   std::string header = "| mixer | state | tokens/layer (bf16) |", rule = "| --- | ---: | ---: |";

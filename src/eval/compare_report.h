@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/human_bytes.h"
 #include "eval/attention_sinks.h"
 #include "eval/perplexity.h"
 #include "eval/svg_plot.h"
@@ -35,9 +36,6 @@ struct CompareReport {
   std::optional<AttentionSinkStats> attention;
   std::string attention_mixer;  // what the probe ran: the checkpoint's native attention, or full
 };
-
-// "1.50 MiB": binary units, two decimals.
-std::string human_bytes(double bytes);
 
 // One row per mixer: mixer, state bytes, token equivalents per layer, perplexity per bucket,
 // overall perplexity, and (when `full` is among the mixers) the ratio to full's last bucket.
