@@ -149,9 +149,10 @@ TEST_P(CpuAttention, ProbeMatchesReference) {
       EXPECT_NEAR(mass[i], want_mass[i], 1e-5) << "first_keys " << first_keys << " at " << i;
       EXPECT_GE(mass[i], 0.0f);
       EXPECT_LE(mass[i], 1.0f + 1e-6f);
-      // With every key counted, the mass is 1 less the learned sink's share, if any.
+      // With every key counted and no learned sink the mass is 1. (With a sink it is 1 less the
+      // sink's share, checked against the reference above: that share can be below fp32's
+      // resolution, so "< 1" is not a property of the fp32 result.)
       if (first_keys == c.length && !c.learned_sink) EXPECT_NEAR(mass[i], 1.0f, 1e-5);
-      if (first_keys == c.length && c.learned_sink) EXPECT_LT(mass[i], 1.0f);
     }
   }
 }
