@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -140,6 +141,70 @@ TEST(MixerSelection, ConfigSectionPerLayerOverridesAndBudget) {
   EXPECT_EQ(patterned.layer_mixer(1).kind, MixerSpec::Kind::Full);
   testing::expect_error([&] { Model::load(golden_model("qwen3_bf16"), {.mixer = "swa:window=8,sinks=9"}); },
                         {"sink tokens must leave room"});
+}
+
+}  // namespace
+}  // namespace bifocal
+
+namespace bifocal {
+namespace {
+
+// Writes a safetensors file of F32 tensors (name, shape, values).
+void write_f32_safetensors(const std::filesystem::path& path,
+                           const std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<float>>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t offset = 0;
+  for (const auto& [name, shape, values] : tensors) {
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + values.size() * 4}}};
+    offset += values.size() * 4;
+  }
+  const std::string text = header.dump();
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t length = text.size();
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out << text;
+  for (const auto& [name, shape, values] : tensors) out.write(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+}
+
+// DESIGN.md: a learned sink's value comes from the checkpoint (`model.layers.i.self_attn.sinks`,
+// gpt-oss's name); here as a second shard next to the model's own weights.
+TEST(MixerParametersFromCheckpoint, LearnedSinksAreReadAndUsed) {
+  testing::TempDir dir;
+  for (const auto& entry : std::filesystem::directory_iterator(golden_model("qwen3_bf16"))) {
+    const std::string name = entry.path().filename().string();
+    std::filesystem::copy_file(entry.path(), dir.path() / (name == "model.safetensors" ? "model-00001-of-00002.safetensors" : name));
+  }
+  const auto original = SafetensorsFile::open(golden_model("qwen3_bf16") / "model.safetensors");
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (const auto& tensor : original->tensors()) weight_map[tensor.name] = "model-00001-of-00002.safetensors";
+  std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<float>>> sinks;
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string name = "model.layers." + std::to_string(layer) + ".self_attn.sinks";
+    sinks.emplace_back(name, std::vector<std::int64_t>{4}, std::vector<float>{2.0f, -1.0f, 0.5f, 3.0f});
+    weight_map[name] = "model-00002-of-00002.safetensors";
+  }
+  write_f32_safetensors(dir.path() / "model-00002-of-00002.safetensors", sinks);
+  dir.write("model.safetensors.index.json", nlohmann::json{{"weight_map", weight_map}}.dump());
+
+  const Model trained = Model::load(dir.path(), {.mixer = "swa:window=16,sink=learned"});
+  EXPECT_TRUE(trained.untrained_parameters().empty());
+  const Model neutral = Model::load(golden_model("qwen3_bf16"), {.mixer = "swa:window=16,sink=learned"});
+  EXPECT_EQ(neutral.untrained_parameters().size(), 2u);
+  // The neutral sink (−1e4) is no sink at all: the same as sink=none, unlike the trained one.
+  const Model none = Model::load(golden_model("qwen3_bf16"), {.mixer = "swa:window=16,sink=none"});
+  const auto prompt = testing::GoldenReference::load("qwen3_bf16").input_ids;
+  auto last_logits = [&](const Model& model) {
+    Session session = model.new_session(std::int64_t(prompt.size()));
+    const auto logits = model.prefill(session, prompt);
+    return std::vector<float>(logits.begin(), logits.end());
+  };
+  EXPECT_EQ(last_logits(neutral), last_logits(none));
+  EXPECT_NE(last_logits(trained), last_logits(none));
+  // A sinks tensor of the wrong shape is named.
+  write_f32_safetensors(dir.path() / "model-00002-of-00002.safetensors",
+                        {{"model.layers.0.self_attn.sinks", {3}, {1, 2, 3}}, {"model.layers.1.self_attn.sinks", {3}, {1, 2, 3}}});
+  testing::expect_error([&] { Model::load(dir.path(), {.mixer = "swa:window=16,sink=learned"}); },
+                        {"model.layers.0.self_attn.sinks", "[3]", "[4]"});
 }
 
 }  // namespace
