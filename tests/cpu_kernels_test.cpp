@@ -79,6 +79,24 @@ struct AttentionCase {
   bool learned_sink, shuffled_positions;
 };
 
+// Fresh random queries (the last n positions), keys, values and sinks for one AttentionCase.
+struct RandomAttention {
+  static constexpr int d = 16, n = 5;
+  std::vector<float> keys, values, queries, sinks;
+  std::vector<std::int64_t> positions, key_positions;
+  RandomAttention(const AttentionCase& c, std::mt19937& rng)
+      : keys(random_vector(std::size_t(c.length) * c.kv_heads * d, rng, 2.0f)),
+        values(random_vector(keys.size(), rng)),
+        queries(random_vector(std::size_t(n) * c.query_heads * d, rng, 2.0f)),
+        sinks(random_vector(c.query_heads, rng, 2.0f)),
+        positions(n),
+        key_positions(c.length) {
+    for (int i = 0; i < n; ++i) positions[i] = c.length - n + i;
+    for (int j = 0; j < c.length; ++j) key_positions[j] = j;
+    if (c.shuffled_positions) std::shuffle(key_positions.begin(), key_positions.end(), rng);
+  }
+};
+
 class CpuAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 // Fresh random keys, queries and sinks; positions either 0 … length−1 or a shuffled list (as a
@@ -87,15 +105,9 @@ TEST_P(CpuAttention, MatchesMaskedReference) {
   const AttentionCase c = GetParam();
   auto rng = fresh_rng();
   CpuBackend backend;
-  const int d = 16, n = 5;  // the last n positions are the queries
-  const auto keys = random_vector(std::size_t(c.length) * c.kv_heads * d, rng, 2.0f);
-  const auto values = random_vector(keys.size(), rng);
-  const auto queries = random_vector(std::size_t(n) * c.query_heads * d, rng, 2.0f);
-  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
-  std::vector<std::int64_t> positions(n), key_positions(c.length);
-  for (int i = 0; i < n; ++i) positions[i] = c.length - n + i;
-  for (int j = 0; j < c.length; ++j) key_positions[j] = j;
-  if (c.shuffled_positions) std::shuffle(key_positions.begin(), key_positions.end(), rng);
+  RandomAttention input(c, rng);
+  const int d = RandomAttention::d, n = RandomAttention::n;
+  const auto& [keys, values, queries, sinks, positions, key_positions] = input;
   std::vector<float> out(queries.size(), NAN);
   const AttentionArgs args{.queries = queries.data(), .positions = positions.data(), .n = n, .keys = keys.data(),
                            .values = values.data(), .key_positions = c.shuffled_positions ? key_positions.data() : nullptr,
@@ -120,15 +132,9 @@ TEST_P(CpuAttention, ProbeMatchesReference) {
   const AttentionCase c = GetParam();
   auto rng = fresh_rng();
   CpuBackend backend;
-  const int d = 16, n = 5;
-  const auto keys = random_vector(std::size_t(c.length) * c.kv_heads * d, rng, 2.0f);
-  const auto values = random_vector(keys.size(), rng);
-  const auto queries = random_vector(std::size_t(n) * c.query_heads * d, rng, 2.0f);
-  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
-  std::vector<std::int64_t> positions(n), key_positions(c.length);
-  for (int i = 0; i < n; ++i) positions[i] = c.length - n + i;
-  for (int j = 0; j < c.length; ++j) key_positions[j] = j;
-  if (c.shuffled_positions) std::shuffle(key_positions.begin(), key_positions.end(), rng);
+  RandomAttention input(c, rng);
+  const int d = RandomAttention::d, n = RandomAttention::n;
+  const auto& [keys, values, queries, sinks, positions, key_positions] = input;
   for (const int first_keys : {1, 3, c.length}) {
     std::vector<float> plain(queries.size(), NAN), probed(queries.size(), NAN);
     std::vector<float> mass(std::size_t(n) * c.query_heads, NAN), want_mass(mass.size(), NAN);

@@ -18,17 +18,10 @@ namespace {
 
 using testing::relative_error;
 using testing::random_vector;
+using testing::ErrorLog;
 
 using cpu::FeatureMap;
 using cpu::LinearShape;
-
-// Largest error seen by a test, printed at its end for the record.
-struct ErrorLog {
-  const char* what;
-  double max_error = 0;
-  double add(double error) { return max_error = std::max(max_error, error), error; }
-  ~ErrorLog() { std::printf("[ max relative error ] %s: %.3g\n", what, max_error); }
-};
 
 struct OwnedLinearState {
   std::vector<float> matrix, normalizer;

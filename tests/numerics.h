@@ -2,7 +2,9 @@
 // error ‖got − want‖ / ‖want‖ (METHOD: NaN never passes).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -25,5 +27,13 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
   }
   return std::sqrt(difference / norm);
 }
+
+// Largest error seen by a test, printed at its end for the record.
+struct ErrorLog {
+  const char* what;
+  double max_error = 0;
+  double add(double error) { return max_error = std::max(max_error, error), error; }
+  ~ErrorLog() { std::printf("[ max relative error ] %s: %.3g\n", what, max_error); }
+};
 
 }  // namespace bifocal::testing
