@@ -225,6 +225,40 @@ TEST(CompareAttentionProbe, SinkStatisticsOfAWindowWithSinkTokens) {
   }
 }
 
+// The strongest head is the argmax of the per-head means, recomputed here from the probe itself;
+// the layer mean is the mean of those per-head means.
+TEST(CompareAttentionProbe, StrongestHeadIsTheArgmaxOfThePerHeadMeans) {
+  const Model model = Model::load(golden_model("qwen3_bf16"));
+  const auto windows = golden_windows(64);
+  const AttentionSinkStats stats = measure_attention_sinks(model, windows, /*first_tokens=*/1, /*min_query_position=*/8);
+  const int heads = model.config().num_query_heads, layers = model.config().num_layers;
+  std::vector<std::vector<double>> per_head(layers, std::vector<double>(heads, 0.0));
+  std::int64_t queries = 0;
+  for (const auto& window : windows) {
+    Session session = model.new_session(std::int64_t(window.size()));
+    std::vector<float> logits(model.config().vocab_size);
+    AttentionProbe probe{.first_keys = 1, .mass_per_layer = {}};
+    model.forward(session, window, logits, false, &probe);
+    for (std::size_t t = 8; t < window.size(); ++t, ++queries)
+      for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) per_head[l][h] += probe.mass_per_layer[l][t * heads + h];
+  }
+  ASSERT_EQ(stats.layers.size(), std::size_t(layers));
+  for (int l = 0; l < layers; ++l) {
+    double best = -1, total = 0;
+    int best_head = -1;
+    for (int h = 0; h < heads; ++h) {
+      const double mean = per_head[l][h] / double(queries);
+      total += mean;
+      if (mean > best) best = mean, best_head = h;
+    }
+    EXPECT_EQ(stats.layers[l].strongest_head, best_head) << l;
+    EXPECT_NEAR(stats.layers[l].strongest_head_mass, best, 1e-9) << l;
+    EXPECT_NEAR(stats.layers[l].mass, total / heads, 1e-9) << l;
+    EXPECT_GE(stats.layers[l].strongest_head_mass, stats.layers[l].mass) << l;
+  }
+}
+
 TEST(CompareAttentionProbe, MixersWithoutSoftmaxAttentionAreRefused) {
   const Model model = Model::load(golden_model("qwen3_bf16"), {.mixer = "linear:feature=elu1"});
   Session session = model.new_session(8);

@@ -17,7 +17,7 @@ AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector
   if (first_tokens < 1) fail("attention stats", "first tokens must be at least 1");
   const int layers = model.config().num_layers, heads = model.config().num_query_heads;
   AttentionSinkStats stats{.first_tokens = first_tokens, .min_query_position = min_query_position, .layers = {}};
-  std::vector<double> mass_sum(layers, 0.0);
+  std::vector<std::vector<double>> mass_sum(layers, std::vector<double>(heads, 0.0));  // [layer][head]
   double uniform_sum = 0;
   std::int64_t queries = 0;
   std::vector<float> last_logits(model.config().vocab_size);
@@ -29,14 +29,21 @@ AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector
       uniform_sum += double(std::min<std::int64_t>(first_tokens, t + 1)) / double(t + 1);
       ++queries;
       for (int l = 0; l < layers; ++l)
-        for (int h = 0; h < heads; ++h) mass_sum[l] += probe.mass_per_layer[l][std::size_t(t) * heads + h];
+        for (int h = 0; h < heads; ++h) mass_sum[l][h] += probe.mass_per_layer[l][std::size_t(t) * heads + h];
     }
   }
-  for (int l = 0; l < layers; ++l)
+  for (int l = 0; l < layers; ++l) {
+    const auto& per_head = mass_sum[l];
+    const int strongest = int(std::max_element(per_head.begin(), per_head.end()) - per_head.begin());
+    double total = 0;
+    for (const double m : per_head) total += m;
     stats.layers.push_back({.layer = l,
-                            .mass = queries ? mass_sum[l] / (double(queries) * heads) : 0.0,
+                            .mass = queries ? total / (double(queries) * heads) : 0.0,
+                            .strongest_head = strongest,
+                            .strongest_head_mass = queries ? per_head[strongest] / double(queries) : 0.0,
                             .uniform = queries ? uniform_sum / double(queries) : 0.0,
                             .queries = queries});
+  }
   return stats;
 }
 

@@ -14,6 +14,10 @@ class Model;
 struct LayerSinkMass {
   int layer = 0;
   double mass = 0;     // mean over heads and queries of the mass on keys < first_tokens
+  // A sink often lives in a few heads only, which the mean over heads dilutes: the head with
+  // the largest mean mass over the same queries, and that mass.
+  int strongest_head = 0;
+  double strongest_head_mass = 0;
   double uniform = 0;  // mean over the same queries of min(first_tokens, t + 1) / (t + 1)
   std::int64_t queries = 0;
   double ratio() const { return uniform > 0 ? mass / uniform : 0.0; }

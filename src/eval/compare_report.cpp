@@ -63,10 +63,12 @@ std::string perplexity_table_markdown(const CompareReport& report) {
 }
 
 std::string attention_table_markdown(const AttentionSinkStats& stats) {
-  std::string table = fmt::format("| layer | mass on first {} | uniform mass | ratio |\n| ---: | ---: | ---: | ---: |\n",
-                                  stats.first_tokens == 1 ? std::string("token") : fmt::format("{} tokens", stats.first_tokens));
+  std::string table = fmt::format(
+      "| layer | mass on first {} | uniform mass | ratio | strongest head | its mass |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n",
+      stats.first_tokens == 1 ? std::string("token") : fmt::format("{} tokens", stats.first_tokens));
   for (const auto& layer : stats.layers)
-    table += fmt::format("| {} | {:.4f} | {:.4f} | {:.2f} |\n", layer.layer, layer.mass, layer.uniform, layer.ratio());
+    table += fmt::format("| {} | {:.4f} | {:.4f} | {:.2f} | {} | {:.4f} |\n", layer.layer, layer.mass, layer.uniform,
+                         layer.ratio(), layer.strongest_head, layer.strongest_head_mass);
   return table;
 }
 
@@ -115,6 +117,7 @@ nlohmann::json compare_json(const CompareReport& report) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& l : report.attention->layers)
       layers.push_back({{"layer", l.layer}, {"mass", l.mass}, {"uniform", l.uniform}, {"ratio", l.ratio()},
+                        {"strongest_head", l.strongest_head}, {"strongest_head_mass", l.strongest_head_mass},
                         {"queries", l.queries}});
     out["attention_stats"] = {{"attention", report.attention_mixer}, {"first_tokens", report.attention->first_tokens},
                               {"min_query_position", report.attention->min_query_position}, {"layers", layers}};

@@ -133,9 +133,11 @@ def measure(model, heldout_batch):
         attentions = model(short, output_attentions=True).attentions
     set_attention(model, previous)
     sink = [float(a[:, :, 128:, 0].float().mean()) for a in attentions]
+    # A sink may live in one or two heads only: their mean hides it, so report the strongest head too.
+    strongest_head = [float(a[:, :, 128:, 0].float().mean(dim=(0, 2)).max()) for a in attentions]
     uniform = float((1.0 / torch.arange(129, short.shape[1] + 1, dtype=torch.float64)).mean())
     model.train()
-    return loss, sink, uniform
+    return loss, sink, strongest_head, uniform
 
 
 def main():
@@ -153,6 +155,7 @@ def main():
     parser.add_argument("--procedural-share", type=float, default=0.35)
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--init", help="continue from this saved model (its tokenizer is kept)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the training step (eager if that fails)")
     args = parser.parse_args()
     start = time.time()
     deadline = start + args.total_seconds - 45  # leave time to save and measure
@@ -207,14 +210,25 @@ def main():
     train_seconds = deadline - train_start
     warmup = 150
     history, step, tokens_seen = [], 0, 0
+    # The compiled module shares its parameters with `model`; measure() keeps using the eager one,
+    # which it switches to eager attention to read the attention probabilities.
+    step_model = torch.compile(model) if args.compile else model
     while time.time() < deadline:
         progress = (time.time() - train_start) / train_seconds
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
         for group in optimizer.param_groups:
             group["lr"] = lr
         batch = sample_batch(generator, streams, weights, args.batch, bos_id, device)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(batch, labels=batch).loss
+        try:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = step_model(batch, labels=batch).loss
+        except Exception as error:  # noqa: BLE001 — compilation failed: train eagerly instead
+            if step_model is model:
+                raise
+            log(start, f"torch.compile failed ({type(error).__name__}: {error}); training eagerly")
+            step_model = model
+            optimizer.zero_grad(set_to_none=True)
+            continue
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -226,15 +240,17 @@ def main():
             entry = {"step": step, "tokens": tokens_seen, "seconds": round(elapsed, 1), "loss": round(loss.item(), 4),
                      "lr": lr, "tokens_per_second": round(tokens_seen / elapsed)}
             if step % 400 == 0:
-                heldout_loss, sink, uniform = measure(model, heldout_batch)
+                heldout_loss, sink, strongest, uniform = measure(model, heldout_batch)
                 entry.update({"heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
+                              "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
                               "uniform_mass": round(uniform, 5)})
             history.append(entry)
             log(start, json.dumps(entry))
 
-    heldout_loss, sink, uniform = measure(model, heldout_batch)
+    heldout_loss, sink, strongest, uniform = measure(model, heldout_batch)
     final = {"step": step, "tokens": tokens_seen, "seconds": round(time.time() - train_start, 1),
              "heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
+             "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
              "uniform_mass": round(uniform, 5)}
     history.append(final)
     log(start, "final", json.dumps(final))
@@ -244,7 +260,7 @@ def main():
     tok.save(os.path.join(args.out, "tokenizer.json"))
     summary = {"seed": args.seed, "init": args.init, "weight_decay": args.weight_decay, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
                "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "context": CONTEXT,
-               "procedural_share": args.procedural_share, "lr": args.lr,
+               "procedural_share": args.procedural_share, "lr": args.lr, "compiled": step_model is not model,
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "natural_tokens": len(streams[0][0]), "procedural_tokens": len(streams[1][0]), "history": history}
     with open(os.path.join(args.out, "training_log.json"), "w") as f:
