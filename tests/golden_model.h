@@ -12,6 +12,8 @@ namespace bifocal::testing {
 
 inline std::filesystem::path golden_dir() { return BIFOCAL_GOLDEN_DIR; }
 inline std::filesystem::path golden_model(const std::string& name) { return golden_dir() / "models" / name; }
+// The embedded testbed model (models/testbed, tools/testbed/).
+inline std::filesystem::path testbed_model() { return golden_dir() / ".." / ".." / "models" / "testbed"; }
 
 inline const std::vector<std::string>& golden_model_names() {
   static const std::vector<std::string> names{"llama_fp32_sharded", "mistral_fp16_swa", "qwen2_fp32_tied", "qwen3_bf16"};

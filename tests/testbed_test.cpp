@@ -13,12 +13,13 @@
 
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
+#include "golden_model.h"
 #include "eval/perplexity.h"
 
 namespace bifocal {
 namespace {
 
-const std::filesystem::path kModel = std::filesystem::path(BIFOCAL_GOLDEN_DIR) / ".." / ".." / "models" / "testbed";
+const std::filesystem::path kModel = testing::testbed_model();
 const std::filesystem::path kHeldout = std::filesystem::path(BIFOCAL_GOLDEN_DIR) / ".." / "testbed" / "heldout_python_docs.txt";
 
 std::vector<std::int32_t> heldout_ids(const Tokenizer& tokenizer) {

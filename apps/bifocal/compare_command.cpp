@@ -35,6 +35,7 @@ struct CompareFlags {
   std::string out;
   bool attention_stats = false;
   int first_tokens = 1;
+  BackendFlags backend;
 };
 
 std::vector<int> parse_bucket_edges(const std::string& text, int context) {
@@ -66,14 +67,6 @@ std::string read_text_file(const std::string& path) {
   buffer << in.rdbuf();
   if (buffer.str().empty()) fail(path, "empty text file");
   return buffer.str();
-}
-
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,") == std::string::npos)
-    return s;
-  std::string out = "'";
-  for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 // The command as it ran, with every default spelled out (compare.md records it).
@@ -151,9 +144,11 @@ Run add_compare_command(CLI::App& app) {
   command->add_option("--max-windows", flags->max_windows, "Score at most this many windows; 0 = all")->capture_default_str();
   command->add_option("--out", flags->out, "Directory for compare.md, compare.json and compare.svg");
   command->add_flag("--attention-stats", flags->attention_stats,
-                    "Also measure the attention mass on the first tokens per layer, with the model's own attention");
+                    "Also measure the attention mass on the first tokens per layer, with the model's own attention "
+                    "(always on the CPU backend: the probe is a CPU feature)");
   command->add_option("--first-tokens", flags->first_tokens, "Key positions counted as the first tokens by --attention-stats")
       ->capture_default_str();
+  add_backend_options(*command, flags->backend);
   return [flags] {
     const CompareFlags& f = *flags;
     // Everything the user gave is checked before any model runs.
@@ -200,7 +195,7 @@ Run add_compare_command(CLI::App& app) {
 
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const std::string spec = specs[i].to_string();
-      const Model model = Model::load(f.model, model_options(spec, 0));
+      const Model model = Model::load(f.model, model_options(spec, 0, f.backend));
       warn_untrained(model);
       if (i == 0 && !runs_past_max_positions(model) && f.context > model.config().max_position_embeddings)
         std::fprintf(stderr, "bifocal: warning: --context %d exceeds max_position_embeddings (%d)\n", f.context,
@@ -225,22 +220,10 @@ Run add_compare_command(CLI::App& app) {
                    report.attention_mixer.c_str(), (long long)report.attention->min_query_position);
       std::fputs(attention_table_markdown(*report.attention).c_str(), stdout);
     }
-    if (!f.out.empty()) {
-      std::error_code error;
-      std::filesystem::create_directories(f.out, error);
-      if (error) fail(f.out, "cannot create the output directory: " + error.message());
-      const std::filesystem::path dir = f.out;
-      const std::pair<const char*, std::string> files[] = {
-          {"compare.md", compare_markdown(report)},
-          {"compare.json", compare_json(report).dump(2) + "\n"},
-          {"compare.svg", render_line_plot_svg(compare_plot(report))}};
-      for (const auto& [name, content] : files) {
-        std::ofstream out(dir / name, std::ios::binary);
-        out << content;
-        if (!out) fail((dir / name).string(), "cannot write");
-      }
-      std::fprintf(stderr, "bifocal: wrote %s/compare.md, compare.json, compare.svg\n", f.out.c_str());
-    }
+    if (!f.out.empty())
+      write_report_files(f.out, {{"compare.md", compare_markdown(report)},
+                                 {"compare.json", compare_json(report).dump(2) + "\n"},
+                                 {"compare.svg", render_line_plot_svg(compare_plot(report))}});
     return 0;
   };
 }

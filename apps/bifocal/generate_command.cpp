@@ -24,6 +24,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   std::string mixer;
   std::int64_t budget = 0;
+  BackendFlags backend;
 };
 }  // namespace
 
@@ -44,9 +45,10 @@ Run add_generate_command(CLI::App& app) {
   command->add_option("--stop", flags->stop, "Stop before this string (repeatable)");
   command->add_flag("--ignore-eos", flags->ignore_eos, "Keep generating past end-of-sequence tokens");
   add_mixer_options(*command, flags->mixer, flags->budget);
+  add_backend_options(*command, flags->backend);
   return [flags] {
     const std::string prompt = read_prompt(flags->prompt, flags->prompt_file);
-    const Model model = Model::load(flags->model, model_options(flags->mixer, flags->budget));
+    const Model model = Model::load(flags->model, model_options(flags->mixer, flags->budget, flags->backend));
     warn_untrained(model);
     const Tokenizer tokenizer = Tokenizer::from_dir(flags->model);
     const std::vector<std::int32_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   add(bifocal::cli::add_tokenize_command);
   add(bifocal::cli::add_budget_command);
   add(bifocal::cli::add_compare_command);
+  add(bifocal::cli::add_bench_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -14,8 +14,21 @@ void add_mixer_options(CLI::App& command, std::string& mixer, std::int64_t& budg
   command.add_option("--budget", budget, "Per-layer memory budget in KV-token equivalents; a mixer over it is an error");
 }
 
-ModelOptions model_options(const std::string& mixer, std::int64_t budget) {
+void add_backend_options(CLI::App& command, BackendFlags& flags) {
+  command.add_option("--backend", flags.backend, "Where the model runs: cpu (the reference) or cuda (a -DBIFOCAL_CUDA=ON build)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  command.add_option("--dtype", flags.dtype,
+                     "Weight and KV-cache storage on the CUDA backend: auto (= bf16), bf16, or fp32 (a test path); "
+                     "the CPU backend computes in fp32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
+}
+
+ModelOptions model_options(const std::string& mixer, std::int64_t budget, const BackendFlags& backend) {
   ModelOptions options;
+  options.backend = backend.backend;
+  options.dtype = backend.dtype;
   if (!mixer.empty()) options.mixer = mixer;
   if (budget != 0) options.budget_tokens = budget;
   return options;

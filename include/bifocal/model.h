@@ -16,12 +16,16 @@
 namespace bifocal {
 
 class Backend;
+class DeviceModel;
 class Mixer;
+class Sampler;
 struct ModelWeights;
 
 struct ModelOptions {
   std::optional<std::string> mixer;          // --mixer SPEC: replaces the config's default mixer
   std::optional<std::int64_t> budget_tokens;  // --budget N: KV-token equivalents allowed per layer
+  std::string backend = "cpu";                // --backend cpu|cuda
+  std::string dtype = "auto";                 // --dtype auto|bf16|fp32: CUDA weight and KV storage (auto: bf16)
 };
 
 // Measures attention sinks during a forward pass: for each layer, the softmax probability mass
@@ -64,6 +68,15 @@ class Model {
   // session and stay valid until its next call.
   std::span<const float> prefill(Session& session, std::span<const std::int32_t> tokens) const;
   std::span<const float> decode(Session& session, std::int32_t token) const;
+  // Decodes `token` and picks the next one with `sampler`. On the CUDA backend the sampling runs
+  // on the device (same distribution, the device's own random stream) and only the id is copied.
+  std::int32_t decode_and_sample(Session& session, std::int32_t token, Sampler& sampler) const;
+
+  // "cpu", or "cuda (NVIDIA H200)"; and the bytes its weights take there.
+  std::string backend_description() const;
+  bool on_device() const { return device_ != nullptr; }
+  // The device model behind --backend cuda (null on the CPU), for `bifocal bench`.
+  const DeviceModel* device_model() const { return device_.get(); }
 
  private:
   Model() = default;
@@ -77,6 +90,7 @@ class Model {
   std::vector<float> rope_inv_freq_;
   std::vector<std::unique_ptr<Mixer>> mixers_;
   std::vector<std::string> untrained_;
+  std::unique_ptr<DeviceModel> device_;  // --backend cuda: the forward pass runs there
 };
 
 }  // namespace bifocal

@@ -10,6 +10,7 @@
 
 namespace bifocal {
 
+class DeviceSession;
 class Model;
 struct MixerState;
 
@@ -21,6 +22,9 @@ class Session {
   std::size_t cache_bytes() const;
   std::size_t layer_state_bytes(int layer) const;
 
+  // The device state behind a --backend cuda session (null on the CPU), for `bifocal bench`.
+  DeviceSession* device_session() { return device_.get(); }
+
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
   ~Session();
@@ -29,6 +33,7 @@ class Session {
   friend class Model;
   Session();
   std::vector<MixerState> layers_;
+  std::unique_ptr<DeviceSession> device_;  // --backend cuda: states and scratch on the device
   // Scratch for up to `chunk_` tokens at a time.
   std::vector<float> residual_, normed_, queries_, keys_, values_, attention_, projected_;
   std::vector<float> gate_, up_, logits_;

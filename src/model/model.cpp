@@ -11,7 +11,9 @@
 #include "bifocal/error.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "bifocal/sampler.h"
 #include "mixer/mixer.h"
+#include "model/device_model.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -47,6 +49,12 @@ void check_budget(const MixerSpec& spec, const LayerShape& shape, int layer, std
                                                          memory.token_equivalents(), budget));
 }
 
+DeviceDtype device_dtype(const std::string& dtype) {
+  if (dtype == "auto" || dtype == "bf16") return DeviceDtype::BFloat16;
+  if (dtype == "fp32") return DeviceDtype::Float32;
+  fail("--dtype", "unknown dtype '" + dtype + "' (expected auto, bf16 or fp32)");
+}
+
 }  // namespace
 
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
@@ -60,11 +68,18 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
   const auto budget = options.budget_tokens ? options.budget_tokens : configured.budget_tokens;
   if (budget && *budget <= 0) fail("--budget", "must be a positive number of tokens");
 
+  if (options.backend != "cpu" && options.backend != "cuda")
+    fail("--backend", "unknown backend '" + options.backend + "' (expected cpu or cuda)");
+  if (options.backend == "cpu" && options.dtype != "auto" && options.dtype != "fp32")
+    fail("--dtype", "the CPU backend computes in fp32; --dtype " + options.dtype + " needs --backend cuda");
   const WeightStore store = WeightStore::open(dir);
   model.weights_ = std::make_unique<ModelWeights>(ModelWeights::load(c, store));
   model.backend_ = std::make_unique<CpuBackend>();
   model.rope_inv_freq_ = rope_inverse_frequencies(c.rope, c.head_dim);
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
+  DeviceModelSource device_source{.config = &model.config_, .weights = model.weights_.get(), .layer_mixers = {},
+                                  .layer_parameters = {}, .rope_inv_freq = model.rope_inv_freq_,
+                                  .dtype = device_dtype(options.dtype), .synthetic_seed = 0};
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const MixerSpec spec = choose_layer_mixer(c, configured, options, layer);
     // Full layers the config places on purpose (a single layer or the pattern) are exempt.
@@ -73,9 +88,21 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
     if (budget && !chosen_full) check_budget(spec, shape, layer, *budget);
     MixerParameters parameters = MixerParameters::load(spec, shape, c.hidden_size, layer, &store);
     for (auto& name : parameters.untrained) model.untrained_.push_back(name);
+    if (options.backend == "cuda") {
+      device_source.layer_mixers.push_back(spec);
+      device_source.layer_parameters.push_back(parameters);
+    }
     model.mixers_.push_back(make_mixer(spec, shape, c.hidden_size, std::move(parameters), model.rope_inv_freq_));
   }
+  if (options.backend == "cuda") {
+    model.device_ = make_cuda_model(device_source);
+    model.weights_.reset();  // the device holds its own copy; a 4B model's fp32 host copy is 16 GB
+  }
   return model;
+}
+
+std::string Model::backend_description() const {
+  return device_ ? "cuda (" + device_->device_name() + ")" : std::string("cpu");
 }
 
 const MixerSpec& Model::layer_mixer(int layer) const { return mixers_.at(layer)->spec(); }
@@ -92,12 +119,15 @@ Session& Session::operator=(Session&&) noexcept = default;
 Session::~Session() = default;
 
 std::size_t Session::cache_bytes() const {
+  if (device_) return device_->state_bytes();
   std::size_t bytes = 0;
   for (const auto& layer : layers_) bytes += layer.state_bytes();
   return bytes;
 }
 
-std::size_t Session::layer_state_bytes(int layer) const { return layers_.at(layer).state_bytes(); }
+std::size_t Session::layer_state_bytes(int layer) const {
+  return device_ ? device_->layer_state_bytes(layer) : layers_.at(layer).state_bytes();
+}
 
 Session Model::new_session(std::int64_t capacity, int chunk) const {
   if (capacity <= 0) fail("session", "capacity must be positive");
@@ -105,6 +135,11 @@ Session Model::new_session(std::int64_t capacity, int chunk) const {
   Session s;
   s.capacity_ = capacity;
   s.chunk_ = int(std::clamp<std::int64_t>(chunk, 1, capacity));
+  s.logits_.resize(c.vocab_size);
+  if (device_) {
+    s.device_ = device_->new_session(capacity, s.chunk_);
+    return s;
+  }
   for (const auto& mixer : mixers_) s.layers_.push_back(mixer->new_state(capacity, s.chunk_));
   const std::int64_t n = s.chunk_, kv_row = std::int64_t(c.num_kv_heads) * c.head_dim;
   s.residual_.resize(n * c.hidden_size);
@@ -116,7 +151,6 @@ Session Model::new_session(std::int64_t capacity, int chunk) const {
   s.values_.resize(n * kv_row);
   s.gate_.resize(n * c.intermediate_size);
   s.up_.resize(n * c.intermediate_size);
-  s.logits_.resize(c.vocab_size);
   s.positions_.resize(n);
   return s;
 }
@@ -134,6 +168,12 @@ void Model::forward(Session& session, std::span<const std::int32_t> tokens, std:
   for (const std::int32_t id : tokens)
     if (id < 0 || id >= config_.vocab_size)
       fail("input", "token id " + std::to_string(id) + " is outside the vocabulary (size " + std::to_string(vocab) + ")");
+  if (device_) {
+    if (probe != nullptr) fail("attention probe", "not available on the CUDA backend; run with --backend cpu");
+    device_->forward(*session.device_, session.position_, tokens, logits.data(), all_logits);
+    session.position_ += std::int64_t(tokens.size());
+    return;
+  }
   if (probe != nullptr) prepare_probe(*probe, tokens.size());
   for (std::size_t begin = 0; begin < tokens.size(); begin += session.chunk_) {
     const std::size_t count = std::min<std::size_t>(session.chunk_, tokens.size() - begin);
@@ -164,6 +204,16 @@ std::span<const float> Model::prefill(Session& session, std::span<const std::int
 std::span<const float> Model::decode(Session& session, std::int32_t token) const {
   forward(session, std::span<const std::int32_t>(&token, 1), session.logits_);
   return session.logits_;
+}
+
+std::int32_t Model::decode_and_sample(Session& session, std::int32_t token, Sampler& sampler) const {
+  if (!device_) return sampler.sample(decode(session, token));
+  if (token < 0 || token >= config_.vocab_size)
+    fail("input", "token id " + std::to_string(token) + " is outside the vocabulary (size " +
+                      std::to_string(config_.vocab_size) + ")");
+  const std::int32_t next = device_->decode_and_sample(*session.device_, session.position_, token, sampler.params());
+  session.position_ += 1;
+  return next;
 }
 
 // One chunk of n tokens at positions p0 … p0+n−1 through every layer:

@@ -86,11 +86,15 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
   result.stop_reason = "max tokens";
   const auto decode_start = Clock::now();
   for (int step = 0; step < options.max_tokens; ++step) {
-    if (step > 0) {
-      logits = model.decode(session, result.tokens.back());
+    // The first token comes from the prompt's logits; each later one from a decode step, which
+    // on the CUDA backend also samples on the device.
+    std::int32_t next = 0;
+    if (step == 0) {
+      next = sampler.sample(logits);
+    } else {
+      next = model.decode_and_sample(session, result.tokens.back(), sampler);
       ++result.decode_steps;
     }
-    const std::int32_t next = sampler.sample(logits);
     if (is_eos(next)) {
       result.stop_reason = "eos";
       break;

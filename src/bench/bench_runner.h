@@ -1,0 +1,34 @@
+// The measurement loop of `bifocal bench`: for each mixer, a device model (synthetic weights
+// for a shape, or a checkpoint), and for each context a session whose cache is filled as if
+// that many tokens had been processed; decode steps timed as CUDA graph replays, a real prefill
+// timed where it fits --max-prefill, and device memory read before and after.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_report.h"
+
+namespace bifocal {
+
+struct BenchOptions {
+  std::string shape;      // a builtin shape (synthetic weights) …
+  std::string model_dir;  // … or a checkpoint directory
+  std::vector<std::string> mixers;
+  std::vector<std::int64_t> contexts;
+  int generated_tokens = 256;
+  int repeats = 5;
+  std::string dtype = "bf16";
+  std::int64_t max_prefill = 32768;  // longest prompt whose prefill is timed (TTFT)
+  std::uint64_t seed = 1;
+};
+
+// `progress` gets one line per finished measurement.
+BenchReport run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress);
+
+// "1k,8k,32k,128k,256k" → {1024, 8192, …}; plain numbers are tokens. Errors name --context.
+std::vector<std::int64_t> parse_contexts(const std::string& text);
+
+}  // namespace bifocal

@@ -1,0 +1,77 @@
+// A model that runs on an accelerator (today: the CUDA backend, src/backend/cuda/). Model::load
+// builds one for --backend cuda and forwards its calls here; the CPU path in model.cpp stays the
+// reference. The interface is backend-neutral so that CPU-only builds compile without CUDA: there
+// make_cuda_model (src/backend/no_cuda/) explains how to get a CUDA build.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bifocal/mixer_spec.h"
+#include "bifocal/model_config.h"
+#include "bifocal/sampler.h"
+#include "mixer/mixer_parameters.h"
+
+namespace bifocal {
+
+struct ModelWeights;
+
+// Weight and KV-cache storage on the device; activations and recurrent states are fp32 always.
+enum class DeviceDtype { BFloat16, Float32 };
+
+// One sequence's state on the device: every layer's cache or recurrent state, and the scratch.
+class DeviceSession {
+ public:
+  virtual ~DeviceSession() = default;
+  virtual std::size_t state_bytes() const = 0;  // caches and states (the accounting's subject)
+  virtual std::size_t layer_state_bytes(int layer) const = 0;
+  virtual std::size_t workspace_bytes() const = 0;  // scratch: fixed for the session's shape
+};
+
+class DeviceModel {
+ public:
+  virtual ~DeviceModel() = default;
+  virtual std::unique_ptr<DeviceSession> new_session(std::int64_t capacity, int chunk) const = 0;
+  // `tokens` at positions position … position+n−1; logits of the last token (or of all) to host.
+  virtual void forward(DeviceSession& session, std::int64_t position, std::span<const std::int32_t> tokens,
+                       float* host_logits, bool all_logits) const = 0;
+  // One decode step that also samples on the device: only the sampled id comes back.
+  virtual std::int32_t decode_and_sample(DeviceSession& session, std::int64_t position, std::int32_t token,
+                                         const SamplingParams& sampling) const = 0;
+  virtual std::size_t weight_bytes() const = 0;
+  virtual std::string device_name() const = 0;
+
+  // For `bifocal bench`. Pretends `context` tokens were processed: caches and states hold random
+  // values and every slot a position, so a decode step at that context can be timed without
+  // prefilling it.
+  virtual void fill_synthetic_context(DeviceSession& session, std::int64_t context, std::uint64_t seed) const = 0;
+  // Mean seconds of one greedy decode step over `steps` steps from `position` on (CUDA graph
+  // replays, timed with device events around all of them).
+  virtual double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const = 0;
+  // Seconds to prefill `tokens` from position 0 (device events), the logits of the last included.
+  virtual double time_prefill(DeviceSession& session, std::span<const std::int32_t> tokens) const = 0;
+  // A large device-to-device copy: bytes read plus written per second (the bandwidth ceiling).
+  virtual double measure_copy_bandwidth() const = 0;
+  // Device memory in use now, all processes' allocations included (cudaMemGetInfo).
+  virtual std::size_t device_memory_used() const = 0;
+};
+
+// Everything a device model is built from: the checkpoint (widened to fp32 on the host) and each
+// layer's mixer with its parameters.
+struct DeviceModelSource {
+  const ModelConfig* config = nullptr;
+  const ModelWeights* weights = nullptr;  // null: synthetic random weights (bifocal bench --shape)
+  std::vector<MixerSpec> layer_mixers;
+  std::vector<MixerParameters> layer_parameters;
+  std::vector<float> rope_inv_freq;
+  DeviceDtype dtype = DeviceDtype::BFloat16;
+  std::uint64_t synthetic_seed = 0;
+};
+
+std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source);
+
+}  // namespace bifocal
