@@ -1,0 +1,66 @@
+// Softmax attention of ONE new token over a KV cache (DESIGN.md "full", "swa"), flash-decoding
+// style: the cache's slots are split across many blocks, each writes a partial (max, sum, acc)
+// to a caller-provided workspace, and a combine kernel merges them (with the learned sink).
+// Also the store of the new token's key/value into its cache slot, which decode and prefill share.
+//
+// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16 or float), rows
+// 16-byte aligned; slot_positions int64[slots] holds each slot's absolute position, −1 = empty.
+// slot_positions == nullptr means "slot j holds position j" (full attention's linear cache);
+// then only slots 0 … position are read, so a large capacity costs nothing until it is used.
+//
+// Graph capture: the query position (and the chunk's positions in the store) are read from
+// device memory inside the kernels; every host argument is fixed for a session's shape.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bifocal::cuda {
+
+// Shape and mask rule of one decode attention call; all pointers are device pointers.
+// Query head h reads KV head h / (query_heads / kv_heads) (GQA).
+template <typename T>
+struct DecodeAttentionArgs {
+  const float* query;                  // [query_heads, head_dim], after RoPE
+  const std::int64_t* query_position;  // [1] absolute position of the query token
+  const T* keys;                       // [slots, kv_heads, head_dim]
+  const T* values;                     // same layout as keys
+  const std::int64_t* slot_positions;  // [slots], −1 = empty; nullptr: slot j holds position j
+  std::int64_t slots = 0;
+  int query_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;                    // a multiple of 8, at most 256
+  int window = 0;                      // 0: full attention; else backend.h's key_visible rule
+  int sink_tokens = 0;
+  const float* learned_sinks = nullptr;  // [query_heads] or nullptr
+};
+
+// Bytes of scratch attention_decode needs for this shape (a pure function of its arguments,
+// so a session sizes its workspace once).
+std::size_t attention_decode_workspace_bytes(std::int64_t slots, int query_heads, int kv_heads, int head_dim);
+
+// out[query_heads, head_dim] (OutT = float or __nv_bfloat16) = softmax attention of the query
+// over the visible slots: slot j is visible when slot_positions[j] >= 0 and key_visible(p,
+// slot_positions[j]) holds (backend.h). A learned sink S_h adds e^{S_h} to the denominator only.
+// workspace: attention_decode_workspace_bytes(...) bytes, 16-byte aligned. Nothing is allocated
+// or synchronised; two kernels are launched on `stream`.
+template <typename T, typename OutT>
+void attention_decode(const DecodeAttentionArgs<T>& args, void* workspace, OutT* out, cudaStream_t stream);
+
+// Stores n new tokens' keys/values (fp32 [n, kv_heads, head_dim], converted to T) in their cache
+// slots and records their positions. positions: device int64[n], consecutive and increasing
+// (one prefill chunk, or the one decoded token). Slot of position p:
+//   window == 0 (full):  p                       (the caller guarantees p < capacity)
+//   swa(w, s):           p < s ? p : s + (p − s) mod (w − s)   (sliding_window_mixer.cpp)
+// With a ring, a token of a long chunk is stored only when no later token of the chunk takes its
+// slot (the CPU mixer's sequential overwrite, without a race). slot_positions may be nullptr
+// (full attention's linear cache).
+template <typename T>
+void store_kv_slots(const float* keys, const float* values, int n, const std::int64_t* positions, T* cache_keys,
+                    T* cache_values, std::int64_t* slot_positions, int kv_heads, int head_dim, int window,
+                    int sink_tokens, cudaStream_t stream);
+
+}  // namespace bifocal::cuda

@@ -1,0 +1,64 @@
+// Launching the recurrent kernels in thread-block clusters (sm_90). One state head (or KV head)
+// is too little work for one block to stream at a useful fraction of the H200's bandwidth, so
+// its columns / window rows are split over the `ranks` blocks of a cluster, which meet at
+// cluster barriers and read each other's partial results through distributed shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace bifocal::cuda {
+
+// The portable cluster size limit.
+inline constexpr int kMaxClusterRanks = 8;
+
+// Multiprocessors of the current device (read once; H200: 132).
+inline int multiprocessor_count() {
+  static const int count = [] {
+    int device = 0, value = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+    return value;
+  }();
+  return count;
+}
+
+// Blocks per cluster for `heads` independent heads of dimension d whose d columns are split in
+// slices of a multiple of 4 (float4): the largest r ≤ 8 dividing d/4, and no more than needed to
+// give every multiprocessor one block (more blocks would only repeat the per-block fixed work).
+inline int cluster_ranks(int d, int heads) {
+  const int wanted = std::clamp(multiprocessor_count() / std::max(heads, 1), 1, kMaxClusterRanks);
+  for (int ranks = wanted; ranks > 1; --ranks)
+    if ((d / 4) % ranks == 0) return ranks;
+  return 1;
+}
+
+// kernel<<<grid, threads, shared_bytes, stream>>>(args...) in clusters of (ranks, 1, 1) blocks;
+// grid.x must be a multiple of ranks. Raises the kernel's dynamic shared memory limit when it
+// needs more than the default 48 KiB (no allocation, no synchronisation: graph-capture safe).
+template <typename... KernelArgs, typename... Args>
+void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, int ranks, std::size_t shared_bytes,
+                        cudaStream_t stream, const char* name, Args&&... args) {
+  if (shared_bytes > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = unsigned(ranks);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
+}
+
+}  // namespace bifocal::cuda

@@ -1,0 +1,404 @@
+// The CUDA model: follow one chunk of tokens through run_layers (the same steps as
+// Model::forward_chunk in src/model/model.cpp), then the output head, then, for decode, the
+// sampler — all on one stream, the decode step captured once per session as a CUDA graph.
+#include "backend/cuda/cuda_model.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/gemv.cuh"
+#include "backend/cuda/sampling.cuh"
+#include "backend/cuda/session_kernels.cuh"
+#include "bifocal/error.h"
+#include "model/weights.h"
+
+namespace bifocal::cuda {
+
+// ---- sessions --------------------------------------------------------------------------------
+
+template <typename T>
+CudaSession<T>::~CudaSession() {
+  if (decode_graph != nullptr) cudaGraphExecDestroy(decode_graph);
+}
+
+template <typename T>
+std::size_t CudaSession<T>::state_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& layer : layers) bytes += layer.state_bytes();
+  return bytes;
+}
+
+template <typename T>
+std::size_t CudaSession<T>::workspace_bytes() const {
+  std::size_t bytes = tokens.bytes() + positions.bytes() + residual.bytes() + normed.bytes() + queries.bytes() +
+                      keys.bytes() + values.bytes() + attention.bytes() + gate.bytes() + up.bytes() +
+                      activation.bytes() + logits.bytes() + sampled.bytes() + sample_step.bytes() +
+                      sampling_workspace.bytes();
+  for (const auto& layer : layers) bytes += layer.workspace_bytes();
+  return bytes;
+}
+
+// ---- the model -------------------------------------------------------------------------------
+
+template <typename T>
+CudaModel<T>::CudaModel(const DeviceModelSource& source) : config_(*source.config) {
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0)
+    fail("--backend cuda", "no CUDA device is visible");
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  device_name_ = properties.name;
+  if (properties.major < 9)
+    fail("--backend cuda", device_name_ + " is compute capability " + std::to_string(properties.major) + "." +
+                               std::to_string(properties.minor) + "; this build targets sm_90a (H100/H200)");
+  const auto& c = config_;
+  if (c.head_dim % 8 != 0 || c.head_dim > 256)
+    fail("--backend cuda", "head_dim " + std::to_string(c.head_dim) + " is not a multiple of 8 up to 256");
+  check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+  weights_ = source.weights ? DeviceWeights<T>::upload(c, *source.weights)
+                            : DeviceWeights<T>::synthetic(c, source.synthetic_seed, stream_);
+  const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
+  for (int l = 0; l < c.num_layers; ++l)
+    mixers_.emplace_back(source.layer_mixers.at(l), shape, c.hidden_size, source.layer_parameters.at(l));
+  rope_inv_freq_ = DeviceBuffer<float>(std::span<const float>(source.rope_inv_freq));
+}
+
+template <typename T>
+CudaModel<T>::~CudaModel() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+template <typename T>
+std::size_t CudaModel<T>::weight_bytes() const {
+  return weights_.bytes();
+}
+
+template <typename T>
+std::unique_ptr<DeviceSession> CudaModel<T>::new_session(std::int64_t capacity, int chunk) const {
+  const auto& c = config_;
+  auto s = std::make_unique<CudaSession<T>>();
+  s->capacity = capacity;
+  s->chunk = chunk;
+  for (const auto& mixer : mixers_) s->layers.push_back(mixer.new_state(capacity, chunk));
+  const std::size_t n = chunk, q_width = std::size_t(c.num_query_heads) * c.head_dim,
+                    kv_width = std::size_t(c.num_kv_heads) * c.head_dim;
+  s->tokens = DeviceBuffer<std::int32_t>(n);
+  s->positions = DeviceBuffer<std::int64_t>(n);
+  s->residual = DeviceBuffer<float>(n * c.hidden_size);
+  s->normed = DeviceBuffer<T>(n * c.hidden_size);
+  s->queries = DeviceBuffer<float>(n * q_width);
+  s->keys = DeviceBuffer<float>(n * kv_width);
+  s->values = DeviceBuffer<float>(n * kv_width);
+  s->attention = DeviceBuffer<T>(n * q_width);
+  if (chunk > 1) {
+    s->gate = DeviceBuffer<float>(n * c.intermediate_size);
+    s->up = DeviceBuffer<float>(n * c.intermediate_size);
+  }
+  s->activation = DeviceBuffer<T>(n * c.intermediate_size);
+  s->logits = DeviceBuffer<float>(std::size_t(kLogitRows) * c.vocab_size);
+  s->sampled = DeviceBuffer<std::int32_t>(1);
+  s->sample_step = DeviceBuffer<std::uint64_t>(1);
+  s->sample_step.fill_bytes(0);
+  s->sampling_workspace =
+      DeviceBuffer<std::byte>(std::max(sampling_workspace_bytes(c.vocab_size), argmax_workspace_bytes(c.vocab_size)));
+  return s;
+}
+
+template <typename T>
+void CudaModel<T>::check_capacity(const CudaSession<T>& s, std::int64_t position, std::int64_t n) const {
+  for (const auto& mixer : mixers_)
+    if (mixer.spec().kind == MixerSpec::Kind::Full && position + n > s.capacity)
+      fail("session", "full attention's cache holds " + std::to_string(s.capacity) + " tokens; position " +
+                          std::to_string(position + n) + " is past it");
+}
+
+// out = x·Wᵀ (+bias) (+out): the bandwidth-bound gemv for one token, cuBLAS for a chunk.
+template <typename T>
+void CudaModel<T>::project(const T* x, const T* weight, const T* bias, int n, int k, int m, float* out,
+                           bool accumulate) const {
+  if (n == 1)
+    gemv<T, T>(weight, x, bias, m, k, out, accumulate, stream_);
+  else
+    gemm<T>(cublas_, stream_, x, weight, bias, n, k, m, out, accumulate);
+}
+
+// n tokens at session.positions through every layer (model.cpp's forward_chunk):
+//   x = embed(tokens)
+//   per layer:  h = rmsnorm(x);  q, k, v = h·Wqᵀ(+b), h·Wkᵀ(+b), h·Wvᵀ(+b)
+//               [Qwen3] q, k = rmsnorm per head;  q, k = rope(q, k, positions)
+//               x += mixer(h, q, k, v; layer state) · Woᵀ
+//               h = rmsnorm(x);  x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ) · Wdᵀ
+template <typename T>
+void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_position) const {
+  const auto& c = config_;
+  const int hidden = c.hidden_size, d = c.head_dim, hq = c.num_query_heads, hkv = c.num_kv_heads;
+  const int q_width = hq * d, kv_width = hkv * d, inter = c.intermediate_size;
+  const float eps = float(c.rms_norm_eps);
+  auto bias = [](const DeviceBuffer<T>& b) { return b.size() ? b.data() : nullptr; };
+  float* x = s.residual.data();
+  T* h = s.normed.data();
+
+  embedding<T>(weights_.embed_tokens.data(), s.tokens.data(), n, hidden, x, stream_);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const DeviceLayerWeights<T>& layer = weights_.layers[l];
+
+    // Attention block.
+    rmsnorm<T, T>(x, layer.input_norm.data(), n, hidden, eps, h, stream_);
+    if (n == 1) {  // one launch for the three products of the same h
+      const std::array<GemvProduct<T>, 3> qkv = {
+          GemvProduct<T>{layer.q_proj.data(), bias(layer.q_bias), q_width, s.queries.data()},
+          GemvProduct<T>{layer.k_proj.data(), bias(layer.k_bias), kv_width, s.keys.data()},
+          GemvProduct<T>{layer.v_proj.data(), bias(layer.v_bias), kv_width, s.values.data()}};
+      gemv_shared_input<T, T>(qkv, h, hidden, false, stream_);
+    } else {
+      project(h, layer.q_proj.data(), bias(layer.q_bias), n, hidden, q_width, s.queries.data(), false);
+      project(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, kv_width, s.keys.data(), false);
+      project(h, layer.v_proj.data(), bias(layer.v_bias), n, hidden, kv_width, s.values.data(), false);
+    }
+    qk_norm_rope<T>(s.queries.data(), s.keys.data(), bias(layer.q_norm), bias(layer.k_norm), eps, s.positions.data(),
+                    rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_);
+    const DeviceMixerInput<T> input{.x = h, .queries = s.queries.data(), .keys = s.keys.data(),
+                                    .values = s.values.data(), .positions = s.positions.data(),
+                                    .first_position = first_position, .n = n};
+    if (n == 1)
+      mixers_[l].decode(input, s.layers[l], s.attention.data(), stream_);
+    else
+      mixers_[l].prefill(input, s.layers[l], s.attention.data(), cublas_, stream_);
+    project(s.attention.data(), layer.o_proj.data(), nullptr, n, q_width, hidden, x, /*accumulate=*/true);
+
+    // Feed-forward block (SwiGLU).
+    rmsnorm<T, T>(x, layer.post_attention_norm.data(), n, hidden, eps, h, stream_);
+    if (n == 1) {
+      gate_up_swiglu_gemv<T, T, T>(layer.gate_proj.data(), layer.up_proj.data(), h, inter, hidden,
+                                   s.activation.data(), stream_);
+    } else {
+      project(h, layer.gate_proj.data(), nullptr, n, hidden, inter, s.gate.data(), false);
+      project(h, layer.up_proj.data(), nullptr, n, hidden, inter, s.up.data(), false);
+      swiglu<T>(s.gate.data(), s.up.data(), std::int64_t(n) * inter, s.activation.data(), stream_);
+    }
+    project(s.activation.data(), layer.down_proj.data(), nullptr, n, inter, hidden, x, /*accumulate=*/true);
+  }
+}
+
+//   logits = rmsnorm(x) · Wlmᵀ   for rows first_row … first_row + rows − 1 (rows ≤ kLogitRows)
+template <typename T>
+void CudaModel<T>::output_head(CudaSession<T>& s, int first_row, int rows) const {
+  const auto& c = config_;
+  const std::int64_t offset = std::int64_t(first_row) * c.hidden_size;
+  rmsnorm<T, T>(s.residual.data() + offset, weights_.final_norm.data(), rows, c.hidden_size, float(c.rms_norm_eps),
+                s.normed.data() + offset, stream_);
+  project(s.normed.data() + offset, weights_.output_projection(), nullptr, rows, c.hidden_size, c.vocab_size,
+          s.logits.data(), false);
+}
+
+template <typename T>
+void CudaModel<T>::prefill(CudaSession<T>& s, std::int64_t position, std::span<const std::int32_t> tokens) const {
+  check_capacity(s, position, std::int64_t(tokens.size()));
+  std::vector<std::int64_t> positions(s.chunk);
+  for (std::size_t begin = 0; begin < tokens.size(); begin += s.chunk) {
+    const int n = int(std::min<std::size_t>(s.chunk, tokens.size() - begin));
+    const std::int64_t first = position + std::int64_t(begin);
+    for (int i = 0; i < n; ++i) positions[i] = first + i;
+    check(cudaMemcpyAsync(s.tokens.data(), tokens.data() + begin, n * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                          stream_),
+          "upload tokens");
+    check(cudaMemcpyAsync(s.positions.data(), positions.data(), n * sizeof(std::int64_t), cudaMemcpyHostToDevice,
+                          stream_),
+          "upload positions");
+    run_layers(s, n, first);
+    if (begin + n == tokens.size()) output_head(s, n - 1, 1);
+    check(cudaStreamSynchronize(stream_), "prefill");  // `positions` is reused by the next chunk
+  }
+  s.device_position = -1;  // positions[0] and tokens[0] now hold the chunk's, not a decode step's
+  s.device_token = -1;
+}
+
+template <typename T>
+void CudaModel<T>::forward(DeviceSession& session, std::int64_t position, std::span<const std::int32_t> tokens,
+                           float* host_logits, bool all_logits) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  const std::size_t vocab = config_.vocab_size;
+  if (!all_logits) {
+    prefill(s, position, tokens);
+    check(cudaMemcpy(host_logits, s.logits.data(), vocab * sizeof(float), cudaMemcpyDeviceToHost), "logits to host");
+    return;
+  }
+  check_capacity(s, position, std::int64_t(tokens.size()));
+  std::vector<std::int64_t> positions(s.chunk);
+  for (std::size_t begin = 0; begin < tokens.size(); begin += s.chunk) {
+    const int n = int(std::min<std::size_t>(s.chunk, tokens.size() - begin));
+    const std::int64_t first = position + std::int64_t(begin);
+    for (int i = 0; i < n; ++i) positions[i] = first + i;
+    check(cudaMemcpy(s.tokens.data(), tokens.data() + begin, n * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+          "upload tokens");
+    check(cudaMemcpy(s.positions.data(), positions.data(), n * sizeof(std::int64_t), cudaMemcpyHostToDevice),
+          "upload positions");
+    run_layers(s, n, first);
+    for (int row = 0; row < n; row += kLogitRows) {
+      const int rows = std::min(kLogitRows, n - row);
+      output_head(s, row, rows);
+      check(cudaMemcpyAsync(host_logits + (begin + row) * vocab, s.logits.data(), rows * vocab * sizeof(float),
+                            cudaMemcpyDeviceToHost, stream_),
+            "logits to host");
+      check(cudaStreamSynchronize(stream_), "forward");
+    }
+  }
+  s.device_position = -1;
+  s.device_token = -1;
+}
+
+// One decode step as a graph: the layers on tokens[0] at positions[0], the LM head, the sampler,
+// then the sampled id becomes tokens[0] and positions[0] advances — so replays chain on their own.
+template <typename T>
+void CudaModel<T>::capture_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const {
+  if (s.decode_graph != nullptr) {
+    check(cudaGraphExecDestroy(s.decode_graph), "cudaGraphExecDestroy");
+    s.decode_graph = nullptr;
+  }
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  try {
+    run_layers(s, 1, -1);
+    output_head(s, 0, 1);
+    sample_logits(s.logits.data(), config_.vocab_size, sampling, s.sample_step.data(), s.sampling_workspace.data(),
+                  s.sampled.data(), stream_);
+    advance_decode_step(s.sampled.data(), s.tokens.data(), s.positions.data(), stream_);
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  const cudaError_t instantiated = cudaGraphInstantiate(&s.decode_graph, graph, 0);
+  cudaGraphDestroy(graph);
+  check(instantiated, "cudaGraphInstantiate");
+  s.graph_sampling = sampling;
+}
+
+template <typename T>
+std::int32_t CudaModel<T>::decode_and_sample(DeviceSession& session, std::int64_t position, std::int32_t token,
+                                             const SamplingParams& sampling) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  check_capacity(s, position, 1);
+  const SamplingParams& g = s.graph_sampling;
+  if (s.decode_graph == nullptr || g.temperature != sampling.temperature || g.top_k != sampling.top_k ||
+      g.top_p != sampling.top_p || g.seed != sampling.seed)
+    capture_decode_graph(s, sampling);
+  // Only when the host's token or position differ from what the last step left on the device
+  // (the first step after a prefill) do they travel.
+  if (s.device_position != position || s.device_token != token) {
+    check(cudaMemcpyAsync(s.positions.data(), &position, sizeof position, cudaMemcpyHostToDevice, stream_), "position");
+    check(cudaMemcpyAsync(s.tokens.data(), &token, sizeof token, cudaMemcpyHostToDevice, stream_), "token");
+  }
+  check(cudaGraphLaunch(s.decode_graph, stream_), "cudaGraphLaunch");
+  std::int32_t next = 0;
+  check(cudaMemcpyAsync(&next, s.sampled.data(), sizeof next, cudaMemcpyDeviceToHost, stream_), "sampled id");
+  check(cudaStreamSynchronize(stream_), "decode");
+  s.device_position = position + 1;
+  s.device_token = next;
+  return next;
+}
+
+// ---- bench hooks -----------------------------------------------------------------------------
+
+template <typename T>
+void CudaModel<T>::fill_synthetic_context(DeviceSession& session, std::int64_t context, std::uint64_t seed) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  check_capacity(s, context, 1);
+  for (std::size_t l = 0; l < mixers_.size(); ++l) mixers_[l].fill_synthetic(s.layers[l], context, seed + l, stream_);
+  check(cudaStreamSynchronize(stream_), "fill_synthetic_context");
+  s.device_position = -1;
+  s.device_token = -1;
+}
+
+template <typename T>
+double CudaModel<T>::time_decode_step(DeviceSession& session, std::int64_t position, int steps) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  check_capacity(s, position, steps);
+  const SamplingParams greedy{.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+  decode_and_sample(session, position, 0, greedy);  // warm-up; captures the graph
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  for (int i = 0; i < steps; ++i) check(cudaGraphLaunch(s.decode_graph, stream_), "cudaGraphLaunch");
+  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float milliseconds = 0;
+  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  s.device_position = -1;  // the replays moved it on the device
+  s.device_token = -1;
+  return milliseconds / 1000.0 / steps;
+}
+
+template <typename T>
+double CudaModel<T>::time_prefill(DeviceSession& session, std::span<const std::int32_t> tokens) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  for (std::size_t l = 0; l < mixers_.size(); ++l) mixers_[l].reset(s.layers[l], stream_);
+  check(cudaStreamSynchronize(stream_), "reset");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  prefill(s, 0, tokens);
+  argmax_logits(s.logits.data(), config_.vocab_size, s.sampling_workspace.data(), s.sampled.data(), stream_);
+  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float milliseconds = 0;
+  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return milliseconds / 1000.0;
+}
+
+template <typename T>
+double CudaModel<T>::measure_copy_bandwidth() const {
+  constexpr std::size_t kBytes = std::size_t(2) << 30;  // 2 GiB: far past the 60 MB L2
+  constexpr int kCopies = 10;
+  DeviceBuffer<std::byte> from(kBytes), to(kBytes);
+  from.fill_bytes(0x5a);
+  check(cudaMemcpyAsync(to.data(), from.data(), kBytes, cudaMemcpyDeviceToDevice, stream_), "warm-up copy");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  for (int i = 0; i < kCopies; ++i)
+    check(cudaMemcpyAsync(to.data(), from.data(), kBytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
+  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+  float milliseconds = 0;
+  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 2.0 * double(kBytes) * kCopies / (milliseconds / 1000.0);  // read + written
+}
+
+template <typename T>
+std::size_t CudaModel<T>::device_memory_used() const {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return total - free;
+}
+
+template class CudaModel<__nv_bfloat16>;
+template class CudaModel<float>;
+template class CudaSession<__nv_bfloat16>;
+template class CudaSession<float>;
+
+}  // namespace bifocal::cuda
+
+namespace bifocal {
+
+std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source) {
+  if (source.dtype == DeviceDtype::Float32) return std::make_unique<cuda::CudaModel<float>>(source);
+  return std::make_unique<cuda::CudaModel<__nv_bfloat16>>(source);
+}
+
+}  // namespace bifocal

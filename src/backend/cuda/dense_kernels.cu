@@ -1,0 +1,231 @@
+// The dense, non-attention kernels of the forward pass (dense_kernels.cuh says what each computes).
+// Each mirrors the CPU backend (src/backend/cpu/cpu_backend.cpp) operation for operation in fp32,
+// so the two agree to float rounding.
+#include "backend/cuda/dense_kernels.cuh"
+
+#include <algorithm>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+using device::from_float;
+using device::to_float;
+using device::warp_sum;
+
+// Sum over the whole block, returned to every thread. blockDim.x is a multiple of 32. Called at
+// most once per kernel (the shared partials are not re-synchronised for a second call).
+__device__ float block_sum(float v) {
+  __shared__ float warp_partials[1024 / kWarpSize];
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  v = warp_sum(v);
+  if (lane == 0) warp_partials[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / kWarpSize;
+  return warp_sum(lane < warps ? warp_partials[lane] : 0.0f);
+}
+
+int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Threads for a block that walks one row of `length` elements: one element per thread up to 1024.
+int threads_for_row(int length) { return std::clamp(round_up(length, kWarpSize), kWarpSize, 1024); }
+
+// Blocks of 256 threads for an elementwise grid-stride loop over `count` elements.
+constexpr int kElementwiseThreads = 256;
+unsigned elementwise_blocks(std::int64_t count) {
+  const std::int64_t blocks = (count + kElementwiseThreads - 1) / kElementwiseThreads;
+  return unsigned(std::clamp<std::int64_t>(blocks, 1, std::int64_t(1) << 20));
+}
+
+// ---- embedding: one block per token ------------------------------------------------------------
+
+template <typename T>
+__global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hidden, float* out) {
+  const std::int64_t token = blockIdx.x;
+  const T* row = table + std::int64_t(ids[token]) * hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[token * hidden + i] = to_float(row[i]);
+}
+
+// ---- RMSNorm: one block per row -------------------------------------------------------------------
+
+// out = weight ⊙ (x · inverse_rms), inverse_rms = 1 / sqrt(Σx²/dim + eps), the CPU backend's
+// order of operations. In place (out == x) is safe: block_sum's barrier separates every read of
+// the first pass from the writes, and each thread rewrites only the elements it read itself.
+template <typename T, typename OutT>
+__global__ void rmsnorm_kernel(const float* x, const T* weight, int dim, float eps, OutT* out) {
+  const std::int64_t row = blockIdx.x;
+  const float* in = x + row * dim;
+  float sum_squares = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) sum_squares += in[i] * in[i];
+  sum_squares = block_sum(sum_squares);
+  const float inverse_rms = 1.0f / sqrtf(sum_squares / float(dim) + eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    out[row * dim + i] = from_float<OutT>(to_float(weight[i]) * (in[i] * inverse_rms));
+}
+
+// ---- q/k RMSNorm + RoPE: one warp per head vector -------------------------------------------------
+
+constexpr int kHeadsPerBlock = 4;  // warps per block; each stages its head vector in shared memory
+
+// Work item = one head vector of one token; items run over the n · (query_heads + kv_heads) heads,
+// the query heads of a token first. The vector is staged in shared memory (normalised on the way)
+// because RoPE pairs element i with i + d/2, which another lane holds when d/2 is not a multiple
+// of 32 (head_dim 16, 24, 48).
+template <typename T>
+__global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T* k_norm, float eps,
+                                    const std::int64_t* positions, const float* inv_freq, int n, int query_heads,
+                                    int kv_heads, int d, bool apply_rope) {
+  extern __shared__ float staged_heads[];  // [kHeadsPerBlock, d]
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int heads = query_heads + kv_heads;
+  const std::int64_t item = std::int64_t(blockIdx.x) * kHeadsPerBlock + warp;
+  if (item >= std::int64_t(n) * heads) return;  // the whole warp leaves together
+  const std::int64_t token = item / heads;
+  const int head = int(item % heads);
+  const bool is_query = head < query_heads;
+  float* v = is_query ? q + (token * query_heads + head) * d : k + (token * kv_heads + head - query_heads) * d;
+  const T* norm_weight = is_query ? q_norm : k_norm;
+  float* staged = staged_heads + warp * d;
+
+  float sum_squares = 0.0f;
+  for (int i = lane; i < d; i += kWarpSize) {
+    staged[i] = v[i];
+    sum_squares += v[i] * v[i];
+  }
+  if (norm_weight != nullptr) {  // step 1, DESIGN.md Qwen3 q/k norm: RMSNorm over the head's d features
+    const float inverse_rms = 1.0f / sqrtf(warp_sum(sum_squares) / float(d) + eps);
+    for (int i = lane; i < d; i += kWarpSize) staged[i] = to_float(norm_weight[i]) * (staged[i] * inverse_rms);
+  }
+  __syncwarp();
+  if (!apply_rope) {
+    for (int i = lane; i < d; i += kWarpSize) v[i] = staged[i];
+    return;
+  }
+  // Step 2, RoPE: (a, b) = (v_i, v_{i+d/2}) → (a·cos − b·sin, b·cos + a·sin), angle = p · inv_freq_i.
+  const float position = float(positions[token]);
+  const int half = d / 2;
+  for (int i = lane; i < half; i += kWarpSize) {
+    const float angle = position * inv_freq[i];
+    float s, c;
+    sincosf(angle, &s, &c);
+    const float a = staged[i], b = staged[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+// ---- elementwise ---------------------------------------------------------------------------------
+
+template <typename OutT>
+__global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t count, OutT* out) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = from_float<OutT>(g / (1.0f + expf(-g)) * up[i]);
+  }
+}
+
+__global__ void add_residual_kernel(float* x, const float* y, std::int64_t count) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    x[i] += y[i];
+}
+
+template <typename T>
+__global__ void add_bias_kernel(float* out, const T* bias, int cols, std::int64_t count) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] += to_float(bias[i % cols]);
+}
+
+template <typename T>
+__global__ void convert_kernel(const float* in, T* out, std::int64_t count) {
+  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = from_float<T>(in[i]);
+}
+
+}  // namespace
+
+template <typename T>
+void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream) {
+  if (n <= 0 || hidden <= 0) return;
+  embedding_kernel<<<n, threads_for_row(hidden), 0, stream>>>(table, ids, hidden, out);
+  check_launch("embedding_kernel");
+}
+
+template <typename T, typename OutT>
+void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT* out, cudaStream_t stream) {
+  if (rows <= 0 || dim <= 0) return;
+  rmsnorm_kernel<<<rows, threads_for_row(dim), 0, stream>>>(x, weight, dim, eps, out);
+  check_launch("rmsnorm_kernel");
+}
+
+template <typename T>
+void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float eps, const std::int64_t* positions,
+                  const float* inv_freq, int n, int query_heads, int kv_heads, int head_dim, bool apply_rope,
+                  cudaStream_t stream) {
+  if (head_dim % 2 != 0 || head_dim > kMaxHeadDim) fail("qk_norm_rope", "head_dim must be even and at most 512");
+  const bool anything_to_do = apply_rope || q_norm != nullptr || k_norm != nullptr;
+  const std::int64_t items = std::int64_t(n) * (query_heads + kv_heads);
+  if (!anything_to_do || items <= 0) return;
+  const auto blocks = unsigned((items + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  const std::size_t shared_bytes = std::size_t(kHeadsPerBlock) * head_dim * sizeof(float);
+  qk_norm_rope_kernel<<<blocks, kHeadsPerBlock * kWarpSize, shared_bytes, stream>>>(
+      q, k, q_norm, k_norm, eps, positions, inv_freq, n, query_heads, kv_heads, head_dim, apply_rope);
+  check_launch("qk_norm_rope_kernel");
+}
+
+template <typename OutT>
+void swiglu(const float* gate, const float* up, std::int64_t count, OutT* out, cudaStream_t stream) {
+  if (count <= 0) return;
+  swiglu_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(gate, up, count, out);
+  check_launch("swiglu_kernel");
+}
+
+void add_residual(float* x, const float* y, std::int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  add_residual_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(x, y, count);
+  check_launch("add_residual_kernel");
+}
+
+template <typename T>
+void add_bias(float* out, const T* bias, int rows, int cols, cudaStream_t stream) {
+  const std::int64_t count = std::int64_t(rows) * cols;
+  if (count <= 0) return;
+  add_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias, cols, count);
+  check_launch("add_bias_kernel");
+}
+
+template <typename T>
+void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
+  if (count <= 0) return;
+  convert_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(in, out, count);
+  check_launch("convert_kernel");
+}
+
+// The storage types: bf16 weights (the real models) and fp32 (the `--dtype fp32` test path).
+template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, float*, cudaStream_t);
+template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, __nv_bfloat16*, cudaStream_t);
+template void rmsnorm(const float*, const float*, int, int, float, float*, cudaStream_t);
+template void rmsnorm(const float*, const float*, int, int, float, __nv_bfloat16*, cudaStream_t);
+template void qk_norm_rope(float*, float*, const __nv_bfloat16*, const __nv_bfloat16*, float, const std::int64_t*,
+                           const float*, int, int, int, int, bool, cudaStream_t);
+template void qk_norm_rope(float*, float*, const float*, const float*, float, const std::int64_t*, const float*, int,
+                           int, int, int, bool, cudaStream_t);
+template void swiglu(const float*, const float*, std::int64_t, float*, cudaStream_t);
+template void swiglu(const float*, const float*, std::int64_t, __nv_bfloat16*, cudaStream_t);
+template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
+template void add_bias(float*, const float*, int, int, cudaStream_t);
+template void convert(const float*, __nv_bfloat16*, std::int64_t, cudaStream_t);
+template void convert(const float*, float*, std::int64_t, cudaStream_t);
+
+}  // namespace bifocal::cuda

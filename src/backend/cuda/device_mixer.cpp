@@ -1,0 +1,310 @@
+// The device mixers: which kernels each mixer kind runs, in the order of its math (DESIGN.md
+// "Mixers: exact semantics"; the CPU mixers in src/mixer/ are the reference).
+#include "backend/cuda/device_mixer.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/bifocal_decode.cuh"
+#include "backend/cuda/dense_kernels.cuh"
+#include "backend/cuda/device_weights.h"
+#include "backend/cuda/gemv.cuh"
+#include "backend/cuda/recurrent_decode.cuh"
+#include "backend/cuda/recurrent_prefill.cuh"
+#include "backend/cuda/session_kernels.cuh"
+#include "bifocal/error.h"
+
+namespace bifocal::cuda {
+
+namespace {
+
+using Kind = MixerSpec::Kind;
+
+cpu::LinearShape linear_shape(const MixerSpec& spec, const LayerShape& shape) {
+  return {shape.query_heads, shape.kv_heads, shape.head_dim,
+          spec.feature == MixerSpec::Feature::Hedgehog ? cpu::FeatureMap::Hedgehog : cpu::FeatureMap::Elu1};
+}
+
+template <typename T>
+std::byte* scratch_of(DeviceMixerState<T>& state) {
+  return state.scratch.size() ? state.scratch.data() : nullptr;
+}
+
+// A float mixer output into the o_proj's input type (nothing to do for fp32 storage).
+template <typename T>
+void to_output(const float* branch, T* out, std::int64_t count, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (branch != out) check(cudaMemcpyAsync(out, branch, count * sizeof(float), cudaMemcpyDeviceToDevice, stream), "copy");
+  } else {
+    convert(branch, out, count, stream);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+DeviceMixer<T>::DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int hidden, const MixerParameters& p)
+    : spec_(spec), shape_(shape), hidden_(hidden) {
+  if (spec.kind == Kind::SlidingWindow && spec.positions == MixerSpec::Positions::Rolling)
+    fail("mixer '" + spec.to_string() + "'", "positions=rolling is not available on the CUDA backend yet (use --backend cpu)");
+  sink_tokens_ = spec.sink == MixerSpec::Sink::Tokens ? spec.sink_tokens : 0;
+  if (spec.sink == MixerSpec::Sink::Learned) learned_sinks_ = upload_as<float>(p.sinks);
+  input_gate_weight_ = upload_as<T>(p.input_gate_weight);
+  input_gate_bias_ = upload_as<T>(p.input_gate_bias);
+  forget_gate_weight_ = upload_as<T>(p.forget_gate_weight);
+  forget_gate_bias_ = upload_as<T>(p.forget_gate_bias);
+  mix_gate_weight_ = upload_as<T>(p.mix_gate_weight);
+  mix_gate_bias_ = upload_as<T>(p.mix_gate_bias);
+  if (spec.feature == MixerSpec::Feature::Hedgehog) feature_map_ = upload_as<float>(p.feature_map);
+  window_factor_ = upload_as<float>(p.window_factor);
+}
+
+template <typename T>
+int DeviceMixer<T>::state_heads() const {
+  return spec_.state == MixerSpec::StatePlacement::PerKvHead ? shape_.kv_heads : shape_.query_heads;
+}
+
+template <typename T>
+DeviceMixerState<T> DeviceMixer<T>::new_state(std::int64_t capacity, int chunk) const {
+  DeviceMixerState<T> s;
+  const std::size_t row = std::size_t(shape_.kv_heads) * shape_.head_dim;
+  const std::size_t out_row = std::size_t(shape_.query_heads) * shape_.head_dim;
+  const auto linear = linear_shape(spec_, shape_);
+  s.slots = spec_.kind == Kind::Full ? capacity : spec_.uses_window() ? spec_.window : 0;
+  if (s.slots > 0) {
+    s.keys = DeviceBuffer<T>(s.slots * row);
+    s.values = DeviceBuffer<T>(s.slots * row);
+  }
+  if (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal) {
+    s.slot_positions = DeviceBuffer<std::int64_t>(s.slots);
+    s.gathered_keys = DeviceBuffer<T>((s.slots + chunk) * row);
+    s.gathered_values = DeviceBuffer<T>((s.slots + chunk) * row);
+    s.gathered_positions = DeviceBuffer<std::int64_t>(s.slots + chunk);
+  }
+  std::size_t scratch = 0;
+  if (spec_.kind == Kind::Full || spec_.kind == Kind::SlidingWindow)
+    scratch = attention_decode_workspace_bytes(s.slots, shape_.query_heads, shape_.kv_heads, shape_.head_dim);
+  if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) {
+    s.matrix = DeviceBuffer<float>(cpu::linear_matrix_floats(linear));
+    s.normalizer = DeviceBuffer<float>(cpu::linear_normalizer_floats(linear));
+    scratch = spec_.kind == Kind::Linear ? linear_prefill_workspace_bytes(linear, chunk)
+                                         : lolcats_prefill_workspace_bytes(linear, chunk);
+  }
+  if (spec_.kind == Kind::Mlstm || spec_.kind == Kind::Bifocal) {
+    const std::size_t S = state_heads(), d = shape_.head_dim;
+    s.matrix = DeviceBuffer<float>(S * d * d);
+    s.normalizer = DeviceBuffer<float>(S * d);
+    s.stabilizer = DeviceBuffer<float>(S);
+    s.gates = DeviceBuffer<float>(std::size_t(chunk) * (2 * S + shape_.query_heads));
+  }
+  if (spec_.kind != Kind::Full && spec_.kind != Kind::SlidingWindow) s.branch = DeviceBuffer<float>(chunk * out_row);
+  if (spec_.kind == Kind::Bifocal) s.window_branch = DeviceBuffer<float>(chunk * out_row);
+  if (scratch > 0) s.scratch = DeviceBuffer<std::byte>(scratch);
+  reset(s, nullptr);
+  check(cudaStreamSynchronize(nullptr), "new mixer state");
+  return s;
+}
+
+template <typename T>
+void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
+  if (s.slot_positions.size()) fill_constant<std::int64_t>(s.slot_positions.data(), s.slots, -1, stream);
+  for (DeviceBuffer<float>* b : {&s.matrix, &s.normalizer, &s.stabilizer})
+    if (b->size()) check(cudaMemsetAsync(b->data(), 0, b->bytes(), stream), "reset state");
+}
+
+// The mLSTM gates (and Bifocal's mix gate) from the layer input: x·Wᵀ + b, one per state head.
+template <typename T>
+void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, const CublasHandle* cublas,
+                                   cudaStream_t stream) const {
+  const int S = state_heads(), n = in.n;
+  float* input_gate = s.gates.data();
+  float* forget_gate = input_gate + std::size_t(n) * S;
+  float* mix_gate = forget_gate + std::size_t(n) * S;
+  const bool mix = spec_.kind == Kind::Bifocal;
+  if (n == 1) {
+    std::array<GemvProduct<T>, 3> products = {
+        GemvProduct<T>{input_gate_weight_.data(), input_gate_bias_.data(), S, input_gate},
+        GemvProduct<T>{forget_gate_weight_.data(), forget_gate_bias_.data(), S, forget_gate},
+        GemvProduct<T>{mix_gate_weight_.data(), mix_gate_bias_.data(), shape_.query_heads, mix_gate}};
+    gemv_shared_input<T, T>(std::span<const GemvProduct<T>>(products.data(), mix ? 3 : 2), in.x, hidden_, false, stream);
+    return;
+  }
+  gemm<T>(*cublas, stream, in.x, input_gate_weight_.data(), input_gate_bias_.data(), n, hidden_, S, input_gate, false);
+  gemm<T>(*cublas, stream, in.x, forget_gate_weight_.data(), forget_gate_bias_.data(), n, hidden_, S, forget_gate, false);
+  if (mix)
+    gemm<T>(*cublas, stream, in.x, mix_gate_weight_.data(), mix_gate_bias_.data(), n, hidden_, shape_.query_heads,
+            mix_gate, false);
+}
+
+// A window's prefill (swa, Bifocal's window branch): the cached window and the new tokens side
+// by side, then attention under the window rule, then the new tokens into the ring. Gathering
+// first keeps it exact when new tokens evict old ones that earlier queries of the chunk still see
+// (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
+template <typename T>
+void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out_t, float* out_f,
+                                    cudaStream_t stream) const {
+  const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
+  check(cudaMemcpyAsync(s.gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
+  check(cudaMemcpyAsync(s.gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
+        "gather");
+  check(cudaMemcpyAsync(s.gathered_positions.data(), s.slot_positions.data(), s.slot_positions.bytes(),
+                        cudaMemcpyDeviceToDevice, stream),
+        "gather");
+  convert(in.keys, s.gathered_keys.data() + w * row, in.n * row, stream);
+  convert(in.values, s.gathered_values.data() + w * row, in.n * row, stream);
+  check(cudaMemcpyAsync(s.gathered_positions.data() + w, in.positions, in.n * sizeof(std::int64_t),
+                        cudaMemcpyDeviceToDevice, stream),
+        "gather");
+  const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
+                                     .keys = s.gathered_keys.data(), .values = s.gathered_values.data(),
+                                     .key_positions = s.gathered_positions.data(), .num_keys = w + in.n,
+                                     .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
+                                     .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
+                                     .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
+  if (out_t != nullptr)
+    attention_prefill<T, T>(args, out_t, stream);
+  else
+    attention_prefill<T, float>(args, out_f, stream);
+  store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
+                    shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
+}
+
+template <typename T>
+void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, const CublasHandle& cublas,
+                             cudaStream_t stream) const {
+  const std::int64_t out_count = std::int64_t(in.n) * shape_.query_heads * shape_.head_dim;
+  const auto linear = linear_shape(spec_, shape_);
+  const float* hedgehog = feature_map_.size() ? feature_map_.data() : nullptr;
+  const cpu::MlstmShape mlstm{shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim};
+  const cpu::MlstmState cell{s.matrix.data(), s.normalizer.data(), s.stabilizer.data()};
+  switch (spec_.kind) {
+    case Kind::Full: {  // keys first, then attention over the linear cache 0 … p0+n−1
+      store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), nullptr,
+                        shape_.kv_heads, shape_.head_dim, 0, 0, stream);
+      const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
+                                         .keys = s.keys.data(), .values = s.values.data(), .key_positions = nullptr,
+                                         .num_keys = in.first_position + in.n, .query_heads = shape_.query_heads,
+                                         .kv_heads = shape_.kv_heads, .head_dim = shape_.head_dim, .window = 0,
+                                         .sink_tokens = 0, .learned_sinks = nullptr};
+      attention_prefill<T, T>(args, out, stream);
+      return;
+    }
+    case Kind::SlidingWindow:
+      window_prefill(in, s, out, nullptr, stream);
+      return;
+    case Kind::Linear:
+      linear_prefill(linear, hedgehog, in.queries, in.keys, in.values, in.n, {s.matrix.data(), s.normalizer.data()},
+                     s.branch.data(), scratch_of(s), stream);
+      break;
+    case Kind::Lolcats:
+      lolcats_prefill<T>(linear, spec_.window, hedgehog, window_factor_.data(), in.queries, in.keys, in.values, in.n,
+                         {s.keys.data(), s.values.data(), {s.matrix.data(), s.normalizer.data()}, in.positions},
+                         s.branch.data(), scratch_of(s), stream);
+      break;
+    case Kind::Mlstm:
+      gate_products(in, s, &cublas, stream);
+      mlstm_prefill(mlstm, in.queries, in.keys, in.values, s.gates.data(), s.gates.data() + in.n * mlstm.states, in.n,
+                    cell, s.branch.data(), stream);
+      break;
+    case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
+      gate_products(in, s, &cublas, stream);
+      const float* input_gate = s.gates.data();
+      const float* forget_gate = input_gate + std::size_t(in.n) * mlstm.states;
+      const float* mix_gate = forget_gate + std::size_t(in.n) * mlstm.states;
+      window_prefill(in, s, nullptr, s.window_branch.data(), stream);
+      mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.branch.data(), stream);
+      bifocal_mix(mix_gate, s.branch.data(), s.window_branch.data(), in.n, shape_.query_heads, shape_.head_dim, stream);
+      to_output(s.window_branch.data(), out, out_count, stream);
+      return;
+    }
+  }
+  to_output(s.branch.data(), out, out_count, stream);
+}
+
+template <typename T>
+void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream) const {
+  const std::int64_t out_count = std::int64_t(shape_.query_heads) * shape_.head_dim;
+  const auto linear = linear_shape(spec_, shape_);
+  const float* hedgehog = feature_map_.size() ? feature_map_.data() : nullptr;
+  const cpu::MlstmShape mlstm{shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim};
+  const cpu::MlstmState cell{s.matrix.data(), s.normalizer.data(), s.stabilizer.data()};
+  const bool windowed = spec_.kind == Kind::SlidingWindow;
+  switch (spec_.kind) {
+    case Kind::Full:
+    case Kind::SlidingWindow: {
+      std::int64_t* slot_positions = windowed ? s.slot_positions.data() : nullptr;
+      store_kv_slots<T>(in.keys, in.values, 1, in.positions, s.keys.data(), s.values.data(), slot_positions,
+                        shape_.kv_heads, shape_.head_dim, windowed ? spec_.window : 0, sink_tokens_, stream);
+      const DecodeAttentionArgs<T> args{.query = in.queries, .query_position = in.positions, .keys = s.keys.data(),
+                                        .values = s.values.data(), .slot_positions = slot_positions, .slots = s.slots,
+                                        .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
+                                        .head_dim = shape_.head_dim, .window = windowed ? spec_.window : 0,
+                                        .sink_tokens = sink_tokens_,
+                                        .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
+      attention_decode<T, T>(args, scratch_of(s), out, stream);
+      return;
+    }
+    case Kind::Linear:
+      linear_decode(linear, hedgehog, in.queries, in.keys, in.values, {s.matrix.data(), s.normalizer.data()},
+                    s.branch.data(), stream);
+      break;
+    case Kind::Lolcats:
+      lolcats_decode<T>(linear, spec_.window, hedgehog, window_factor_.data(), in.queries, in.keys, in.values,
+                        {s.keys.data(), s.values.data(), {s.matrix.data(), s.normalizer.data()}, in.positions},
+                        s.branch.data(), stream);
+      break;
+    case Kind::Mlstm:
+      gate_products(in, s, nullptr, stream);
+      mlstm_decode(mlstm, in.queries, in.keys, in.values, s.gates.data(), s.gates.data() + mlstm.states, cell,
+                   s.branch.data(), stream);
+      break;
+    case Kind::Bifocal: {
+      gate_products(in, s, nullptr, stream);
+      store_kv_slots<T>(in.keys, in.values, 1, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
+                        shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
+      const BifocalDecodeArgs<T> args{.shape = mlstm, .keys = s.keys.data(), .values = s.values.data(),
+                                      .slot_positions = s.slot_positions.data(), .window = spec_.window,
+                                      .sink_tokens = sink_tokens_,
+                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
+                                      .position = in.positions, .q = in.queries, .k = in.keys, .v = in.values,
+                                      .input_gate = s.gates.data(), .forget_gate = s.gates.data() + mlstm.states,
+                                      .mix_gate = s.gates.data() + 2 * mlstm.states, .state = cell, .out = s.branch.data()};
+      bifocal_decode<T>(args, stream);
+      break;
+    }
+  }
+  to_output(s.branch.data(), out, out_count, stream);
+}
+
+template <typename T>
+void DeviceMixer<T>::fill_synthetic(DeviceMixerState<T>& s, std::int64_t context, std::uint64_t seed,
+                                    cudaStream_t stream) const {
+  reset(s, stream);
+  if (s.keys.size()) {
+    fill_uniform(s.keys.data(), std::int64_t(s.keys.size()), seed * 31 + 1, 1.0f, stream);
+    fill_uniform(s.values.data(), std::int64_t(s.values.size()), seed * 31 + 2, 1.0f, stream);
+  }
+  if (s.slot_positions.size()) {  // the window after `context` tokens: sinks, then the most recent
+    std::vector<std::int64_t> positions(s.slots, -1);
+    const std::int64_t w = s.slots, sinks = sink_tokens_;
+    for (std::int64_t p = 0; p < std::min(context, sinks); ++p) positions[p] = p;
+    for (std::int64_t p = std::max(sinks, context - (w - sinks)); p < context; ++p)
+      positions[sinks + (p - sinks) % (w - sinks)] = p;
+    check(cudaMemcpyAsync(s.slot_positions.data(), positions.data(), positions.size() * sizeof(std::int64_t),
+                          cudaMemcpyHostToDevice, stream),
+          "synthetic window");
+    check(cudaStreamSynchronize(stream), "synthetic window");  // `positions` leaves scope
+  }
+  if (s.matrix.size()) fill_uniform(s.matrix.data(), std::int64_t(s.matrix.size()), seed * 31 + 3, 0.01f, stream);
+  if (s.normalizer.size()) fill_uniform(s.normalizer.data(), std::int64_t(s.normalizer.size()), seed * 31 + 4, 0.01f, stream);
+}
+
+template class DeviceMixer<__nv_bfloat16>;
+template class DeviceMixer<float>;
+
+}  // namespace bifocal::cuda

@@ -1,0 +1,97 @@
+// One layer's sequence mixer on the device (the CUDA counterpart of src/mixer/): its parameters
+// in device memory, the per-session state it keeps (window cache, recurrent state, scratch),
+// and the prefill/decode calls into the kernels. Same semantics and state layouts as the CPU
+// mixers, which the tests compare it with.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "bifocal/budget.h"
+#include "bifocal/mixer_spec.h"
+#include "mixer/mixer_parameters.h"
+
+namespace bifocal::cuda {
+
+// The layer's inputs, all on the device except n and first_position.
+template <typename T>
+struct DeviceMixerInput {
+  const T* x;                      // [n, hidden] the normed layer input (gates read it)
+  const float* queries;            // [n, Hq, d] after q/k-norm and RoPE
+  const float* keys;               // [n, Hkv, d]
+  const float* values;             // [n, Hkv, d]
+  const std::int64_t* positions;   // [n] absolute positions (device)
+  std::int64_t first_position = 0;  // positions[0], known on the host for prefill
+  int n = 0;
+};
+
+// Everything one layer keeps for one sequence. The state proper (what the accounting counts):
+// keys/values and slot positions, and the fp32 recurrent state. The rest is scratch sized once
+// for the session's prefill chunk.
+template <typename T>
+struct DeviceMixerState {
+  DeviceBuffer<T> keys, values;               // [slots, Hkv, d]
+  DeviceBuffer<std::int64_t> slot_positions;  // [slots], −1 = empty (window mixers)
+  DeviceBuffer<float> matrix, normalizer, stabilizer;
+  std::int64_t slots = 0;
+
+  DeviceBuffer<T> gathered_keys, gathered_values;  // [slots + chunk, Hkv, d]: a window prefill's keys
+  DeviceBuffer<std::int64_t> gathered_positions;
+  DeviceBuffer<float> gates;                       // [chunk, 2S + Hq]: input, forget, mix gates
+  DeviceBuffer<float> branch;                      // [chunk, Hq, d]: a float mixer output
+  DeviceBuffer<float> window_branch;               // [chunk, Hq, d]: Bifocal's window output
+  DeviceBuffer<std::byte> scratch;                 // kernel workspaces
+
+  // What the accounting counts (include/bifocal/budget.h): keys, values and the fp32 state.
+  std::size_t state_bytes() const {
+    return keys.bytes() + values.bytes() + matrix.bytes() + normalizer.bytes() + stabilizer.bytes();
+  }
+  // Bookkeeping (the slots' positions, 8 bytes a slot) and scratch.
+  std::size_t workspace_bytes() const {
+    return slot_positions.bytes() + gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +
+           branch.bytes() + window_branch.bytes() + scratch.bytes();
+  }
+};
+
+template <typename T>
+class DeviceMixer {
+ public:
+  // Throws bifocal::Error for a mixer the CUDA backend does not run (swa positions=rolling).
+  DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int hidden, const MixerParameters& parameters);
+
+  const MixerSpec& spec() const { return spec_; }
+  DeviceMixerState<T> new_state(std::int64_t capacity, int chunk) const;
+  // Back to an empty sequence: no cached token, zero states.
+  void reset(DeviceMixerState<T>& state, cudaStream_t stream) const;
+  // n tokens; out [n, Hq, d] in T (the o_proj input). Not captured: may copy small index arrays.
+  void prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, const CublasHandle& cublas,
+               cudaStream_t stream) const;
+  // One token at the position in device memory; graph-capturable.
+  void decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream) const;
+  // bench: caches and states as if `context` tokens had been seen (random contents).
+  void fill_synthetic(DeviceMixerState<T>& state, std::int64_t context, std::uint64_t seed, cudaStream_t stream) const;
+
+ private:
+  int state_heads() const;
+  void window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out_t, float* out_f,
+                      cudaStream_t stream) const;
+  void gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, const CublasHandle* cublas,
+                     cudaStream_t stream) const;
+
+  MixerSpec spec_;
+  LayerShape shape_;
+  int hidden_;
+  int sink_tokens_ = 0;
+  DeviceBuffer<float> learned_sinks_;                    // [Hq] (sink=learned)
+  DeviceBuffer<T> input_gate_weight_, input_gate_bias_;  // [S, hidden], [S]
+  DeviceBuffer<T> forget_gate_weight_, forget_gate_bias_;
+  DeviceBuffer<T> mix_gate_weight_, mix_gate_bias_;      // [Hq, hidden], [Hq]
+  DeviceBuffer<float> feature_map_;                      // [Hkv, d, 64] (hedgehog)
+  DeviceBuffer<float> window_factor_;                    // [Hq] (lolcats)
+};
+
+}  // namespace bifocal::cuda

@@ -1,0 +1,513 @@
+// The CUDA softmax attention kernels (attention_decode.cuh, attention_prefill.cuh) against the
+// CPU backend's attention (CpuBackend::attention) on the very key/value values the device holds
+// (bf16-rounded for bf16 storage). Fresh random inputs each run (the seed is printed with any
+// failure); outputs poisoned (0xFF: NaN) before each run; empty cache slots and cache rows past
+// the query hold NaN, so reading one shows. Masks: full, swa(w, s), learned sink, none; caches
+// partially filled, wrapped rings (positions far past the window), shuffled slots; GQA 1:1, 3:1,
+// 4:1, 16:1; head dims 8 … 256; Qwen3-4B's shape; a 70,000-slot cache (split path and combine).
+// Tolerances: fp32 outputs 1e-5 (the same fp32 math, only the summation order differs);
+// bf16 outputs 5e-3 (one rounding, ≤ 2⁻⁹ relative per element).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/reference_kernels.h"
+#include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_prefill.cuh"
+#include "cuda/cuda_test_support.h"
+#include "numerics.h"
+
+namespace bifocal {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::random_vector;
+using testing::relative_error;
+
+constexpr double kFp32Tolerance = 1e-5;
+constexpr double kBf16Tolerance = 5e-3;
+
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>)
+    return values;
+  else
+    return testing::to_bf16(values);
+}
+
+// The values a device buffer of type T holds when given `values`: the reference uses these.
+template <typename T>
+std::vector<float> as_stored(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>)
+    return values;
+  else
+    return testing::round_to_bf16(values);
+}
+
+template <typename T>
+std::vector<float> download_floats(const DeviceBuffer<T>& buffer) {
+  if constexpr (std::is_same_v<T, float>)
+    return buffer.download();
+  else
+    return testing::to_float(buffer.download());
+}
+
+template <typename OutT>
+double tolerance_for() {
+  return std::is_same_v<OutT, float> ? kFp32Tolerance : kBf16Tolerance;
+}
+
+struct Seeded {
+  unsigned seed = std::random_device{}();
+  std::mt19937 rng{seed};
+};
+
+// The slot of position p in swa(w, s)'s cache: sliding_window_mixer.cpp's slot_of.
+std::int64_t ring_slot(std::int64_t p, int window, int sink_tokens) {
+  return p < sink_tokens ? p : sink_tokens + (p - sink_tokens) % (window - sink_tokens);
+}
+
+// A KV cache as the device holds it: [slots, kv_heads, d] rows, NaN in every row no token wrote.
+struct Cache {
+  std::vector<float> keys, values;
+  std::vector<std::int64_t> slot_positions;  // −1: empty
+};
+
+// The reference's view of a cache: its non-empty rows as stored in T, with their positions.
+struct ReferenceKeys {
+  std::vector<float> keys, values;
+  std::vector<std::int64_t> positions;
+};
+
+template <typename T>
+ReferenceKeys reference_keys(const Cache& cache, std::size_t row) {
+  ReferenceKeys out;
+  for (std::size_t slot = 0; slot < cache.slot_positions.size(); ++slot) {
+    if (cache.slot_positions[slot] < 0) continue;
+    out.keys.insert(out.keys.end(), cache.keys.begin() + slot * row, cache.keys.begin() + (slot + 1) * row);
+    out.values.insert(out.values.end(), cache.values.begin() + slot * row, cache.values.begin() + (slot + 1) * row);
+    out.positions.push_back(cache.slot_positions[slot]);
+  }
+  out.keys = as_stored<T>(out.keys);
+  out.values = as_stored<T>(out.values);
+  return out;
+}
+
+// The fixture of the single tests: skipped where no GPU is present.
+class CudaAttention : public testing::CudaTest {};
+
+// ---- Decode ----------------------------------------------------------------------------------
+
+enum class Layout { Linear, Ring, Shuffled };
+
+struct DecodeCase {
+  int query_heads, kv_heads, head_dim;
+  int window, sink_tokens;  // window 0: full attention
+  bool learned_sink;
+  Layout layout;            // Linear: slot j holds position j (slot_positions nullptr); Ring: swa's
+  std::int64_t slots;       // ring; Shuffled: the ring's slots in a random order
+  std::int64_t position;    // the query token's position (it is in the cache, as after a store)
+};
+
+void PrintTo(const DecodeCase& c, std::ostream* out) {
+  const char* layouts[] = {"linear", "ring", "shuffled"};
+  *out << "Hq=" << c.query_heads << " Hkv=" << c.kv_heads << " d=" << c.head_dim << " w=" << c.window
+       << " s=" << c.sink_tokens << (c.learned_sink ? " learned" : "") << " " << layouts[int(c.layout)]
+       << " slots=" << c.slots << " p=" << c.position;
+}
+
+// The cache after tokens 0 … position were stored (the rows random, the rest NaN).
+Cache decode_cache(const DecodeCase& c, std::mt19937& rng) {
+  const std::size_t row = std::size_t(c.kv_heads) * c.head_dim;
+  Cache cache{std::vector<float>(c.slots * row, NAN), std::vector<float>(c.slots * row, NAN),
+              std::vector<std::int64_t>(c.slots, -1)};
+  const std::int64_t first = c.layout == Layout::Linear ? 0 : std::max<std::int64_t>(0, c.position - c.slots + 1);
+  auto store = [&](std::int64_t p) {
+    const std::int64_t slot = c.layout == Layout::Linear ? p : ring_slot(p, c.slots, c.sink_tokens);
+    const auto k = random_vector(row, rng, 2.0f), v = random_vector(row, rng);
+    std::copy(k.begin(), k.end(), cache.keys.begin() + slot * row);
+    std::copy(v.begin(), v.end(), cache.values.begin() + slot * row);
+    cache.slot_positions[slot] = p;
+  };
+  for (std::int64_t p = 0; p < std::min<std::int64_t>(c.sink_tokens, c.position + 1); ++p) store(p);
+  for (std::int64_t p = std::max<std::int64_t>(first, c.sink_tokens); p <= c.position; ++p) store(p);
+  if (c.layout == Layout::Shuffled) {
+    std::vector<std::int64_t> order(c.slots);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    Cache shuffled = cache;
+    for (std::int64_t to = 0; to < c.slots; ++to) {
+      const std::int64_t from = order[to];
+      std::copy_n(cache.keys.begin() + from * row, row, shuffled.keys.begin() + to * row);
+      std::copy_n(cache.values.begin() + from * row, row, shuffled.values.begin() + to * row);
+      shuffled.slot_positions[to] = cache.slot_positions[from];
+    }
+    cache = std::move(shuffled);
+  }
+  return cache;
+}
+
+// Runs attention_decode<T, OutT> on a fresh cache for case c; the relative error against the CPU.
+template <typename T, typename OutT>
+double decode_error(const DecodeCase& c, std::mt19937& rng, bool double_reference = false) {
+  const int d = c.head_dim;
+  const std::size_t row = std::size_t(c.kv_heads) * d;
+  const Cache cache = decode_cache(c, rng);
+  const auto query = random_vector(std::size_t(c.query_heads) * d, rng, 2.0f);
+  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
+
+  const ReferenceKeys ref = reference_keys<T>(cache, row);
+  std::vector<float> want(query.size());
+  const AttentionArgs args{.queries = query.data(), .positions = &c.position, .n = 1, .keys = ref.keys.data(),
+                           .values = ref.values.data(), .key_positions = ref.positions.data(),
+                           .num_keys = std::int64_t(ref.positions.size()), .query_heads = c.query_heads,
+                           .kv_heads = c.kv_heads, .head_dim = d, .window = c.window, .sink_tokens = c.sink_tokens,
+                           .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = want.data()};
+  if (double_reference)
+    want = reference::attention(args);
+  else
+    CpuBackend().attention(args);
+
+  const DeviceBuffer<float> device_query{std::span<const float>(query)}, device_sinks{std::span<const float>(sinks)};
+  const DeviceBuffer<std::int64_t> device_position{std::span<const std::int64_t>(&c.position, 1)};
+  const DeviceBuffer<T> keys{std::span<const T>(to_storage<T>(cache.keys))};
+  const DeviceBuffer<T> values{std::span<const T>(to_storage<T>(cache.values))};
+  const DeviceBuffer<std::int64_t> slot_positions{std::span<const std::int64_t>(cache.slot_positions)};
+  DeviceBuffer<std::byte> workspace(cuda::attention_decode_workspace_bytes(c.slots, c.query_heads, c.kv_heads, d));
+  DeviceBuffer<OutT> out(query.size());
+  out.fill_bytes(0xFF);
+  workspace.fill_bytes(0xFF);
+  const cuda::DecodeAttentionArgs<T> device_args{
+      .query = device_query.data(), .query_position = device_position.data(), .keys = keys.data(),
+      .values = values.data(), .slot_positions = c.layout == Layout::Linear ? nullptr : slot_positions.data(),
+      .slots = c.slots, .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
+      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr};
+  cuda::attention_decode(device_args, workspace.data(), out.data(), nullptr);
+  cuda::check(cudaDeviceSynchronize(), "attention_decode");
+  return relative_error(download_floats(out), want);
+}
+
+class CudaDecodeAttention : public testing::CudaTest, public ::testing::WithParamInterface<DecodeCase> {};
+
+TEST_P(CudaDecodeAttention, MatchesCpuForBf16AndFp32Storage) {
+  const DecodeCase c = GetParam();
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  testing::ErrorLog log{"decode attention"};
+  EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng)), kFp32Tolerance) << "bf16 cache, fp32 out";
+  EXPECT_LT(log.add(decode_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 cache, fp32 out";
+  EXPECT_LT((decode_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "bf16 cache, bf16 out";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaDecodeAttention,
+    ::testing::Values(
+        // Full attention on a linear cache, partly filled (rows past the query are NaN).
+        DecodeCase{4, 1, 16, 0, 0, false, Layout::Linear, 100, 0}, DecodeCase{4, 1, 16, 0, 0, false, Layout::Linear, 100, 37},
+        DecodeCase{4, 4, 24, 0, 0, false, Layout::Linear, 333, 332}, DecodeCase{6, 2, 32, 0, 0, false, Layout::Linear, 64, 50},
+        DecodeCase{8, 2, 48, 0, 0, false, Layout::Linear, 1000, 999}, DecodeCase{8, 8, 64, 0, 0, false, Layout::Linear, 5000, 4321},
+        DecodeCase{16, 1, 128, 0, 0, false, Layout::Linear, 3000, 2500}, DecodeCase{4, 1, 256, 0, 0, false, Layout::Linear, 2000, 1999},
+        DecodeCase{2, 2, 8, 0, 0, false, Layout::Linear, 77, 76}, DecodeCase{32, 8, 128, 0, 0, false, Layout::Linear, 4096, 4095},
+        // A window rule on a linear cache (an HF sliding_window): only the visible rows are read.
+        DecodeCase{4, 1, 64, 50, 4, false, Layout::Linear, 900, 800},
+        // swa(w, s) rings: filling up, just full, wrapped far past the window; shuffled slots.
+        DecodeCase{4, 1, 16, 8, 4, false, Layout::Ring, 8, 2}, DecodeCase{4, 1, 16, 8, 4, false, Layout::Ring, 8, 7},
+        DecodeCase{4, 2, 24, 16, 4, false, Layout::Ring, 16, 1001}, DecodeCase{6, 6, 32, 64, 1, false, Layout::Ring, 64, 63},
+        DecodeCase{8, 2, 48, 64, 4, false, Layout::Shuffled, 64, 5000}, DecodeCase{4, 4, 64, 7, 2, false, Layout::Shuffled, 7, 4},
+        DecodeCase{32, 8, 128, 576, 4, false, Layout::Ring, 576, 100000},
+        DecodeCase{32, 8, 128, 576, 4, false, Layout::Shuffled, 576, 300},
+        DecodeCase{8, 2, 256, 40, 4, false, Layout::Ring, 40, 77},
+        // Learned sinks (s = 0) and none.
+        DecodeCase{4, 1, 16, 8, 0, true, Layout::Ring, 8, 30}, DecodeCase{4, 4, 32, 20, 0, true, Layout::Ring, 20, 3},
+        DecodeCase{32, 8, 128, 576, 0, true, Layout::Ring, 576, 9999},
+        DecodeCase{16, 1, 64, 100, 0, true, Layout::Shuffled, 100, 1234},
+        DecodeCase{4, 2, 32, 10, 0, false, Layout::Ring, 10, 55}, DecodeCase{4, 1, 128, 0, 0, true, Layout::Linear, 300, 299}));
+
+// 70,000 slots: the work is split over many blocks and merged by the combine kernel. The
+// reference here is reference::attention (double sums): CpuBackend's sequential fp32 sums over
+// 70,000 keys carry ~1e-5 rounding themselves, which the split kernel's shorter sums do not.
+TEST_F(CudaAttention, DecodeAttentionOnSeventyThousandSlotsMatchesDoubleReference) {
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  testing::ErrorLog log{"decode attention, 70,000 slots"};
+  for (const DecodeCase& c : {DecodeCase{32, 8, 128, 0, 0, false, Layout::Linear, 70000, 69999},
+                              DecodeCase{32, 8, 128, 0, 0, false, Layout::Linear, 70000, 41234},
+                              DecodeCase{8, 2, 64, 70000, 0, true, Layout::Shuffled, 70000, 123456}}) {
+    std::ostringstream name;
+    PrintTo(c, &name);
+    EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng, true)), kFp32Tolerance) << name.str();
+  }
+}
+
+// Decode of a whole sequence the way a session runs it: store_kv_slots then attention_decode,
+// captured ONCE into a CUDA graph and replayed per token with only device memory changing (the
+// position, q, k, v). Each step must equal full attention over all tokens so far under the
+// window mask (DESIGN.md: SWA(w, s) equals the teacher's masked full attention).
+struct SequenceCase {
+  int query_heads, kv_heads, head_dim, window, sink_tokens;
+  bool learned_sink;
+  int capacity, steps;
+};
+
+void PrintTo(const SequenceCase& c, std::ostream* out) {
+  *out << "Hq=" << c.query_heads << " Hkv=" << c.kv_heads << " d=" << c.head_dim << " w=" << c.window
+       << " s=" << c.sink_tokens << (c.learned_sink ? " learned" : "") << " steps=" << c.steps;
+}
+
+class CudaDecodeSequence : public testing::CudaTest, public ::testing::WithParamInterface<SequenceCase> {};
+
+TEST_P(CudaDecodeSequence, GraphReplayPerTokenEqualsMaskedFullAttention) {
+  const SequenceCase c = GetParam();
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  testing::ErrorLog log{"decode sequence in a graph"};
+  using T = __nv_bfloat16;
+  const int d = c.head_dim;
+  const std::size_t row = std::size_t(c.kv_heads) * d, query_size = std::size_t(c.query_heads) * d;
+  const bool ring = c.window > 0;
+  const auto sinks = random_vector(c.query_heads, seeded.rng, 2.0f);
+
+  DeviceBuffer<float> query(query_size), new_key(row), new_value(row);
+  const DeviceBuffer<float> device_sinks{std::span<const float>(sinks)};
+  DeviceBuffer<std::int64_t> position(1);
+  DeviceBuffer<T> cache_keys(c.capacity * row), cache_values(c.capacity * row);
+  cache_keys.fill_bytes(0xFF);  // NaN: a slot read before it is written shows
+  cache_values.fill_bytes(0xFF);
+  const std::vector<std::int64_t> empty(c.capacity, -1);
+  DeviceBuffer<std::int64_t> slot_positions{std::span<const std::int64_t>(empty)};
+  DeviceBuffer<std::byte> workspace(cuda::attention_decode_workspace_bytes(c.capacity, c.query_heads, c.kv_heads, d));
+  DeviceBuffer<float> out(query_size);
+
+  cudaStream_t stream;
+  cuda::check(cudaStreamCreate(&stream), "cudaStreamCreate");
+  cudaGraph_t graph;
+  cudaGraphExec_t replay;
+  cuda::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+  cuda::store_kv_slots<T>(new_key.data(), new_value.data(), 1, position.data(), cache_keys.data(),
+                          cache_values.data(), ring ? slot_positions.data() : nullptr, c.kv_heads, d, c.window,
+                          c.sink_tokens, stream);
+  const cuda::DecodeAttentionArgs<T> args{
+      .query = query.data(), .query_position = position.data(), .keys = cache_keys.data(),
+      .values = cache_values.data(), .slot_positions = ring ? slot_positions.data() : nullptr, .slots = c.capacity,
+      .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
+      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr};
+  cuda::attention_decode(args, workspace.data(), out.data(), stream);
+  cuda::check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cuda::check(cudaGraphInstantiate(&replay, graph, 0), "cudaGraphInstantiate");
+
+  std::vector<float> all_keys, all_values;  // every token so far, bf16-rounded: the reference's cache
+  for (std::int64_t p = 0; p < c.steps; ++p) {
+    const auto q = random_vector(query_size, seeded.rng, 2.0f), k = random_vector(row, seeded.rng, 2.0f),
+               v = random_vector(row, seeded.rng);
+    query.upload(q);
+    new_key.upload(k);
+    new_value.upload(v);
+    position.upload(std::span<const std::int64_t>(&p, 1));
+    out.fill_bytes(0xFF);
+    cuda::check(cudaGraphLaunch(replay, stream), "cudaGraphLaunch");
+    cuda::check(cudaStreamSynchronize(stream), "decode step");
+
+    const auto stored_k = as_stored<T>(k), stored_v = as_stored<T>(v);
+    all_keys.insert(all_keys.end(), stored_k.begin(), stored_k.end());
+    all_values.insert(all_values.end(), stored_v.begin(), stored_v.end());
+    std::vector<float> want(query_size);
+    CpuBackend().attention({.queries = q.data(), .positions = &p, .n = 1, .keys = all_keys.data(),
+                            .values = all_values.data(), .key_positions = nullptr, .num_keys = p + 1,
+                            .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
+                            .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? sinks.data() : nullptr,
+                            .out = want.data()});
+    ASSERT_LT(log.add(relative_error(out.download(), want)), kFp32Tolerance) << "step " << p;
+  }
+  cudaGraphExecDestroy(replay);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, CudaDecodeSequence,
+                         ::testing::Values(SequenceCase{8, 2, 64, 16, 4, false, 16, 60},   // swa:window=16,sinks=4
+                                           SequenceCase{4, 4, 32, 9, 1, false, 9, 40},     // odd ring of 8
+                                           SequenceCase{4, 1, 48, 12, 0, true, 12, 40},    // sink=learned
+                                           SequenceCase{8, 2, 128, 0, 0, false, 64, 50},   // full, 64 slots
+                                           SequenceCase{32, 8, 128, 0, 0, false, 5000, 20}));
+
+// store_kv_slots: the cache bytes and slot positions equal the CPU mixer's in-order store of a
+// chunk, for a ring the chunk overruns (only the last w − s tokens survive) and a linear cache.
+TEST_F(CudaAttention, StoreKvSlotsEqualsInOrderStore) {
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  using T = __nv_bfloat16;
+  const int kv_heads = 2, d = 24;
+  const std::size_t row = std::size_t(kv_heads) * d;
+  struct Chunk { int window, sink_tokens, capacity; std::int64_t first; int n; };
+  for (const Chunk chunk : {Chunk{16, 4, 16, 0, 37}, Chunk{16, 4, 16, 30, 5}, Chunk{10, 0, 10, 3, 25},
+                            Chunk{0, 0, 100, 40, 33}}) {
+    const bool ring = chunk.window > 0;
+    const auto keys = random_vector(chunk.n * row, seeded.rng), values = random_vector(chunk.n * row, seeded.rng);
+    std::vector<std::int64_t> positions(chunk.n);
+    std::iota(positions.begin(), positions.end(), chunk.first);
+
+    // The CPU mixer's store, token by token, as bf16 bit patterns over a cache poisoned like
+    // the device's (0xFFFF).
+    std::vector<std::uint16_t> want_keys(chunk.capacity * row, 0xFFFF), want_values(chunk.capacity * row, 0xFFFF);
+    std::vector<std::int64_t> want_positions(chunk.capacity, -1);
+    const auto stored_keys = to_storage<T>(keys), stored_values = to_storage<T>(values);
+    for (int i = 0; i < chunk.n; ++i) {
+      const std::int64_t slot = ring ? ring_slot(positions[i], chunk.window, chunk.sink_tokens) : positions[i];
+      std::memcpy(want_keys.data() + slot * row, stored_keys.data() + i * row, row * sizeof(T));
+      std::memcpy(want_values.data() + slot * row, stored_values.data() + i * row, row * sizeof(T));
+      want_positions[slot] = positions[i];
+    }
+
+    const DeviceBuffer<float> device_keys{std::span<const float>(keys)}, device_values{std::span<const float>(values)};
+    const DeviceBuffer<std::int64_t> device_positions{std::span<const std::int64_t>(positions)};
+    DeviceBuffer<T> cache_keys(chunk.capacity * row), cache_values(chunk.capacity * row);
+    cache_keys.fill_bytes(0xFF);
+    cache_values.fill_bytes(0xFF);
+    DeviceBuffer<std::int64_t> slot_positions(chunk.capacity);
+    slot_positions.fill_bytes(0xFF);  // −1 in every slot
+    cuda::store_kv_slots<T>(device_keys.data(), device_values.data(), chunk.n, device_positions.data(),
+                            cache_keys.data(), cache_values.data(), ring ? slot_positions.data() : nullptr, kv_heads,
+                            d, chunk.window, chunk.sink_tokens, nullptr);
+    const auto got_keys = cache_keys.download(), got_values = cache_values.download();
+    EXPECT_EQ(std::memcmp(got_keys.data(), want_keys.data(), got_keys.size() * sizeof(T)), 0)
+        << "keys, window " << chunk.window << " first " << chunk.first;
+    EXPECT_EQ(std::memcmp(got_values.data(), want_values.data(), got_values.size() * sizeof(T)), 0)
+        << "values, window " << chunk.window << " first " << chunk.first;
+    if (ring) {
+      EXPECT_EQ(slot_positions.download(), want_positions) << "window " << chunk.window;
+    }
+  }
+}
+
+// ---- Prefill ---------------------------------------------------------------------------------
+
+struct PrefillCase {
+  int query_heads, kv_heads, head_dim;
+  int window, sink_tokens;
+  bool learned_sink;
+  Layout layout;        // Linear: keys 0 … first + n − 1 (key_positions nullptr); Ring: the
+  std::int64_t first;   // SlidingWindowMixer's gathered cached window, then the new tokens;
+  int n;                // Shuffled: those keys in a random order, with empty (−1, NaN) keys mixed in
+};
+
+void PrintTo(const PrefillCase& c, std::ostream* out) {
+  const char* layouts[] = {"linear", "gathered", "shuffled"};
+  *out << "Hq=" << c.query_heads << " Hkv=" << c.kv_heads << " d=" << c.head_dim << " w=" << c.window
+       << " s=" << c.sink_tokens << (c.learned_sink ? " learned" : "") << " " << layouts[int(c.layout)]
+       << " first=" << c.first << " n=" << c.n;
+}
+
+// The key positions the kernel sees for case c (−1: an empty key).
+std::vector<std::int64_t> prefill_key_positions(const PrefillCase& c, std::mt19937& rng) {
+  std::vector<std::int64_t> positions;
+  if (c.layout == Layout::Linear) {
+    positions.resize(c.first + c.n);
+    std::iota(positions.begin(), positions.end(), 0);
+    return positions;
+  }
+  // sliding_window_mixer.cpp's gather: sinks, the ring oldest first, then the new tokens.
+  const std::int64_t seen = c.first, sinks = std::min<std::int64_t>(seen, c.sink_tokens);
+  const std::int64_t oldest = std::max<std::int64_t>(sinks, seen - (c.window - c.sink_tokens));
+  for (std::int64_t p = 0; p < sinks; ++p) positions.push_back(p);
+  for (std::int64_t p = oldest; p < seen; ++p) positions.push_back(p);
+  for (int i = 0; i < c.n; ++i) positions.push_back(c.first + i);
+  if (c.layout == Layout::Shuffled) {
+    positions.insert(positions.end(), 7, -1);
+    std::shuffle(positions.begin(), positions.end(), rng);
+  }
+  return positions;
+}
+
+template <typename T, typename OutT>
+double prefill_error(const PrefillCase& c, std::mt19937& rng) {
+  const int d = c.head_dim;
+  const std::size_t row = std::size_t(c.kv_heads) * d;
+  const auto key_positions = prefill_key_positions(c, rng);
+  const std::int64_t num_keys = std::int64_t(key_positions.size());
+  Cache keys{random_vector(num_keys * row, rng, 2.0f), random_vector(num_keys * row, rng), key_positions};
+  for (std::int64_t j = 0; j < num_keys; ++j)
+    if (key_positions[j] < 0) {
+      std::fill_n(keys.keys.begin() + j * row, row, NAN);
+      std::fill_n(keys.values.begin() + j * row, row, NAN);
+    }
+  const auto queries = random_vector(std::size_t(c.n) * c.query_heads * d, rng, 2.0f);
+  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
+  std::vector<std::int64_t> positions(c.n);
+  std::iota(positions.begin(), positions.end(), c.first);
+
+  const ReferenceKeys ref = reference_keys<T>(keys, row);
+  std::vector<float> want(queries.size());
+  CpuBackend().attention({.queries = queries.data(), .positions = positions.data(), .n = c.n, .keys = ref.keys.data(),
+                          .values = ref.values.data(), .key_positions = ref.positions.data(),
+                          .num_keys = std::int64_t(ref.positions.size()), .query_heads = c.query_heads,
+                          .kv_heads = c.kv_heads, .head_dim = d, .window = c.window, .sink_tokens = c.sink_tokens,
+                          .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = want.data()});
+
+  const DeviceBuffer<float> device_queries{std::span<const float>(queries)}, device_sinks{std::span<const float>(sinks)};
+  const DeviceBuffer<std::int64_t> device_positions{std::span<const std::int64_t>(positions)};
+  const DeviceBuffer<T> device_keys{std::span<const T>(to_storage<T>(keys.keys))};
+  const DeviceBuffer<T> device_values{std::span<const T>(to_storage<T>(keys.values))};
+  const DeviceBuffer<std::int64_t> device_key_positions{std::span<const std::int64_t>(key_positions)};
+  DeviceBuffer<OutT> out(queries.size());
+  out.fill_bytes(0xFF);
+  const cuda::PrefillAttentionArgs<T> device_args{
+      .queries = device_queries.data(), .positions = device_positions.data(), .n = c.n, .keys = device_keys.data(),
+      .values = device_values.data(),
+      .key_positions = c.layout == Layout::Linear ? nullptr : device_key_positions.data(), .num_keys = num_keys,
+      .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
+      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr};
+  cuda::attention_prefill(device_args, out.data(), nullptr);
+  cuda::check(cudaDeviceSynchronize(), "attention_prefill");
+  return relative_error(download_floats(out), want);
+}
+
+class CudaPrefillAttention : public testing::CudaTest, public ::testing::WithParamInterface<PrefillCase> {};
+
+TEST_P(CudaPrefillAttention, MatchesCpuForBf16AndFp32Storage) {
+  const PrefillCase c = GetParam();
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  testing::ErrorLog log{"prefill attention"};
+  EXPECT_LT(log.add(prefill_error<__nv_bfloat16, float>(c, seeded.rng)), kFp32Tolerance) << "bf16 keys, fp32 out";
+  EXPECT_LT(log.add(prefill_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 keys, fp32 out";
+  EXPECT_LT((prefill_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "bf16 keys, bf16 out";
+  EXPECT_LT((prefill_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 keys, bf16 out";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaPrefillAttention,
+    ::testing::Values(
+        // Full attention: a first chunk, a later chunk, a single token; tiles of 64 queries cut.
+        PrefillCase{4, 1, 16, 0, 0, false, Layout::Linear, 0, 100}, PrefillCase{4, 4, 24, 0, 0, false, Layout::Linear, 50, 65},
+        PrefillCase{6, 2, 32, 0, 0, false, Layout::Linear, 7, 1}, PrefillCase{8, 2, 48, 0, 0, false, Layout::Linear, 0, 64},
+        PrefillCase{4, 1, 64, 0, 0, false, Layout::Linear, 100, 130}, PrefillCase{2, 2, 8, 0, 0, false, Layout::Linear, 0, 33},
+        PrefillCase{4, 1, 128, 0, 0, false, Layout::Linear, 10, 70}, PrefillCase{4, 4, 256, 0, 0, false, Layout::Linear, 0, 90},
+        PrefillCase{8, 8, 96, 0, 0, true, Layout::Linear, 0, 40}, PrefillCase{16, 1, 200, 0, 0, false, Layout::Linear, 3, 20},
+        PrefillCase{32, 8, 128, 0, 0, false, Layout::Linear, 0, 300},  // Qwen3-4B
+        // swa(w, s) over the gathered window: chunks longer than the window (evictions inside the
+        // chunk), shorter ones after a wrapped ring, and the same keys shuffled with empty ones.
+        PrefillCase{4, 1, 16, 8, 4, false, Layout::Ring, 0, 40}, PrefillCase{4, 2, 24, 16, 4, false, Layout::Ring, 1000, 7},
+        PrefillCase{8, 2, 64, 64, 4, false, Layout::Ring, 0, 200}, PrefillCase{4, 4, 48, 20, 1, false, Layout::Ring, 333, 50},
+        PrefillCase{32, 8, 128, 576, 4, false, Layout::Ring, 10000, 129},
+        PrefillCase{4, 1, 32, 12, 4, false, Layout::Shuffled, 100, 30},
+        PrefillCase{8, 2, 256, 40, 4, false, Layout::Shuffled, 5, 70},
+        // Learned sinks (s = 0) and none.
+        PrefillCase{4, 1, 16, 8, 0, true, Layout::Ring, 0, 30}, PrefillCase{32, 8, 128, 576, 0, true, Layout::Ring, 700, 100},
+        PrefillCase{6, 3, 64, 32, 0, true, Layout::Shuffled, 90, 45},
+        PrefillCase{4, 2, 32, 10, 0, false, Layout::Ring, 20, 25}));
+
+}  // namespace
+}  // namespace bifocal

@@ -1,0 +1,255 @@
+// The fused Bifocal decode kernel (bifocal_decode.cuh) against the CPU composition that
+// mixer/bifocal_mixer.cpp runs: CpuBackend::attention over the window cache (the SWA branch),
+// cpu::mlstm_recurrent for one token (the mLSTM branch), out = o·mLSTM + (1 − o)·SWA with
+// o = sigmoid(mix gate). Fresh random inputs (the seed is printed with any failure), for sink
+// kinds learned / tokens:4 / none, state=kv and state=q, bf16 and fp32 caches, head_dim 16 … 256,
+// GQA 4:1, 3:1 and 1:1 and Qwen3-4B's shape, over enough steps that the ring wraps several times
+// (also from an empty cache). The test plays the caller: before each step it stores the new
+// token's k, v (as T) in its slot and its position, as the contract says. Empty slots hold NaN
+// (they must never be read), the output is poisoned (0xFF = NaN).
+//
+// Tolerance 1e-5 (relative, all steps' outputs and the final state): fp32 kernels on the very
+// values the CPU sees (the window reads keys rounded to T on both sides).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/mlstm.h"
+#include "backend/cuda/bifocal_decode.cuh"
+#include "cuda/recurrent_test_support.h"
+
+namespace bifocal {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::on_device;
+using testing::poisoned;
+using testing::relative_error;
+
+constexpr double kTolerance = 1e-5;
+constexpr int kPrefixTokens = 20;  // tokens that make the random starting mLSTM state
+
+enum class Sink { Learned, Tokens, None };
+
+struct BifocalCase {
+  int query_heads, kv_heads, head_dim, window;
+  int start, steps;  // the first decoded position (the cache holds 0 … start − 1), and how many
+  Sink sink;
+  bool state_per_query_head;
+};
+
+std::string name_of(const BifocalCase& c) {
+  const char* sink = c.sink == Sink::Learned ? "learned" : c.sink == Sink::Tokens ? "tokens4" : "none";
+  return "Hq" + std::to_string(c.query_heads) + "_Hkv" + std::to_string(c.kv_heads) + "_d" +
+         std::to_string(c.head_dim) + "_w" + std::to_string(c.window) + "_from" + std::to_string(c.start) + "_" +
+         sink + (c.state_per_query_head ? "_stateq" : "_statekv");
+}
+
+void PrintTo(const BifocalCase& c, std::ostream* out) { *out << name_of(c); }
+
+// The window cache as SlidingWindowMixer keeps it, on the host (fp32 values of T) and the device.
+template <typename T>
+struct WindowCache {
+  int window, sinks, row;  // row = Hkv·d
+  std::vector<float> keys, values;
+  std::vector<std::int64_t> positions;
+  DeviceBuffer<T> gpu_keys, gpu_values;
+  DeviceBuffer<std::int64_t> gpu_positions;
+
+  WindowCache(int w, int s, int kv_heads, int d)
+      : window(w), sinks(s), row(kv_heads * d), keys(std::size_t(w) * row, NAN), values(keys.size(), NAN),
+        positions(w, -1) {}
+  int slot_of(std::int64_t p) const { return p < sinks ? int(p) : sinks + int((p - sinks) % (window - sinks)); }
+  void store_on_host(std::int64_t p, const float* key, const float* value) {
+    const int slot = slot_of(p);
+    std::copy_n(key, row, keys.begin() + std::size_t(slot) * row);
+    std::copy_n(value, row, values.begin() + std::size_t(slot) * row);
+    positions[slot] = p;
+  }
+  void upload() {
+    gpu_keys = on_device(testing::to_storage<T>(keys));
+    gpu_values = on_device(testing::to_storage<T>(values));
+    gpu_positions = on_device(positions);
+  }
+  // What the caller does before bifocal_decode: the new token's row and position into its slot.
+  void store_on_device(std::int64_t p) {
+    const int slot = slot_of(p);
+    const std::size_t at = std::size_t(slot) * row;
+    const auto key = testing::to_storage<T>(testing::slice(keys, at, row));
+    const auto value = testing::to_storage<T>(testing::slice(values, at, row));
+    const auto bytes = row * sizeof(T);
+    cuda::check(cudaMemcpy(gpu_keys.data() + at, key.data(), bytes, cudaMemcpyHostToDevice), "store key");
+    cuda::check(cudaMemcpy(gpu_values.data() + at, value.data(), bytes, cudaMemcpyHostToDevice), "store value");
+    cuda::check(cudaMemcpy(gpu_positions.data() + slot, &p, sizeof(p), cudaMemcpyHostToDevice), "store position");
+  }
+};
+
+template <typename T>
+void run_case(const BifocalCase& c) {
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " " + name_of(c) + " " + testing::storage_name<T>());
+  std::mt19937 rng(seed);
+  const int hq = c.query_heads, hkv = c.kv_heads, d = c.head_dim;
+  const int states = c.state_per_query_head ? hq : hkv;
+  const cpu::MlstmShape shape{hq, hkv, states, d};
+  const int sink_tokens = c.sink == Sink::Tokens ? 4 : 0;
+  const int total = c.start + c.steps;
+
+  // Inputs for every position (q, gates of the decoded ones only are used); moderate mLSTM gates.
+  const testing::MlstmSequence x(shape, total, rng);
+  const std::vector<float> stored_k = testing::as_stored<T>(x.k), stored_v = testing::as_stored<T>(x.v);
+  const std::vector<float> mix_gate = testing::normal_vector(std::size_t(total) * hq, rng, 0, 2);
+  const std::vector<float> learned_sinks = testing::normal_vector(hq, rng, 1, 2);
+
+  // The starting state: the cache holds positions 0 … start − 1, the mLSTM state has seen 20
+  // other tokens.
+  WindowCache<T> cache(c.window, sink_tokens, hkv, d);
+  for (int p = 0; p < c.start; ++p)
+    cache.store_on_host(p, stored_k.data() + x.kv_offset(p), stored_v.data() + x.kv_offset(p));
+  cache.upload();
+  testing::HostMlstmState cpu_state(shape);
+  {
+    const testing::MlstmSequence prefix(shape, kPrefixTokens, rng);
+    std::vector<float> ignored(prefix.q.size());
+    cpu::mlstm_recurrent(shape, prefix.q.data(), prefix.k.data(), prefix.v.data(), prefix.input_gate.data(),
+                         prefix.forget_gate.data(), kPrefixTokens, cpu_state.view(), ignored.data());
+  }
+  testing::DeviceMlstmState gpu_state(cpu_state);
+
+  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v);
+  const auto input_gate = on_device(x.input_gate), forget_gate = on_device(x.forget_gate);
+  const auto mix = on_device(mix_gate), sinks = on_device(learned_sinks);
+  DeviceBuffer<std::int64_t> position(1);
+  auto out = poisoned<float>(x.q.size());
+  std::vector<float> want(x.q.size(), 0.0f);
+
+  CpuBackend cpu;
+  std::vector<float> gathered_keys, gathered_values, window_out(std::size_t(hq) * d), memory_out(window_out.size());
+  std::vector<std::int64_t> gathered_positions;
+  for (std::int64_t p = c.start; p < total; ++p) {
+    const int t = int(p);
+    // The caller's part: the new token in its slot, the position in device memory.
+    cache.store_on_host(p, stored_k.data() + x.kv_offset(t), stored_v.data() + x.kv_offset(t));
+    cache.store_on_device(p);
+    position.upload(std::span<const std::int64_t>(&p, 1));
+
+    cuda::BifocalDecodeArgs<T> args{};
+    args.shape = shape;
+    args.keys = cache.gpu_keys.data(), args.values = cache.gpu_values.data();
+    args.slot_positions = cache.gpu_positions.data();
+    args.window = c.window, args.sink_tokens = sink_tokens;
+    args.learned_sinks = c.sink == Sink::Learned ? sinks.data() : nullptr;
+    args.position = position.data();
+    args.q = q.data() + x.q_offset(t), args.k = k.data() + x.kv_offset(t), args.v = v.data() + x.kv_offset(t);
+    args.input_gate = input_gate.data() + x.gate_offset(t), args.forget_gate = forget_gate.data() + x.gate_offset(t);
+    args.mix_gate = mix.data() + std::size_t(t) * hq;
+    args.state = gpu_state.view();
+    args.out = out.data() + x.q_offset(t);
+    cuda::bifocal_decode(args, nullptr);
+
+    // The CPU: attention over the cache's filled slots (backend.h's window rule), the mLSTM step,
+    // the mix (mixer/bifocal_mixer.cpp).
+    gathered_keys.clear(), gathered_values.clear(), gathered_positions.clear();
+    for (int slot = 0; slot < c.window; ++slot) {
+      if (cache.positions[slot] < 0) continue;
+      const std::size_t at = std::size_t(slot) * cache.row;
+      gathered_keys.insert(gathered_keys.end(), cache.keys.begin() + at, cache.keys.begin() + at + cache.row);
+      gathered_values.insert(gathered_values.end(), cache.values.begin() + at, cache.values.begin() + at + cache.row);
+      gathered_positions.push_back(cache.positions[slot]);
+    }
+    const AttentionArgs attention{.queries = x.q.data() + x.q_offset(t), .positions = &p, .n = 1,
+                                  .keys = gathered_keys.data(), .values = gathered_values.data(),
+                                  .key_positions = gathered_positions.data(),
+                                  .num_keys = std::int64_t(gathered_positions.size()), .query_heads = hq,
+                                  .kv_heads = hkv, .head_dim = d, .window = c.window, .sink_tokens = sink_tokens,
+                                  .learned_sinks = c.sink == Sink::Learned ? learned_sinks.data() : nullptr,
+                                  .out = window_out.data()};
+    cpu.attention(attention);
+    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
+                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
+                         cpu_state.view(), memory_out.data());
+    for (int h = 0; h < hq; ++h) {
+      const float o = 1.0f / (1.0f + std::exp(-mix_gate[std::size_t(t) * hq + h]));
+      for (int col = 0; col < d; ++col) {
+        const std::size_t i = std::size_t(h) * d + col;
+        want[x.q_offset(t) + i] = o * memory_out[i] + (1.0f - o) * window_out[i];
+      }
+    }
+  }
+  testing::synchronize();
+  const std::size_t from = x.q_offset(c.start);
+  static testing::ErrorLog log{"bifocal decode"};
+  EXPECT_LE(log.add(relative_error(testing::slice(out.download(), from, x.q.size() - from),
+                                   testing::slice(want, from, want.size() - from))),
+            kTolerance);
+  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kTolerance);  // fp32 gates
+  // The kernel reads the cache and writes nothing there.
+  EXPECT_EQ(cache.gpu_positions.download(), cache.positions);
+}
+
+class BifocalDecode : public testing::CudaTest, public ::testing::WithParamInterface<BifocalCase> {};
+
+TEST_P(BifocalDecode, EqualsTheCpuComposition) {
+  run_case<__nv_bfloat16>(GetParam());
+  run_case<float>(GetParam());
+}
+
+std::vector<BifocalCase> all_cases() {
+  struct Shape {
+    int hq, hkv, d, window, start, steps;
+  };
+  const Shape shapes[] = {
+      {32, 8, 128, 448, 1000, 40},  // Qwen3-4B bifocal(448), the ring full and wrapping
+      {32, 8, 128, 64, 300, 40},    // Qwen3-4B bifocal(64)
+      {4, 4, 16, 16, 0, 300},       // 1:1, from an empty cache
+      {8, 2, 64, 24, 5, 300},
+      {12, 4, 24, 12, 0, 300},      // 3 query heads per KV head
+      {6, 2, 48, 32, 100, 200},
+      {8, 2, 256, 20, 50, 100},
+  };
+  std::vector<BifocalCase> cases;
+  for (const Shape& s : shapes)
+    for (Sink sink : {Sink::Learned, Sink::Tokens, Sink::None})
+      for (bool per_query : {false, true})
+        cases.push_back({s.hq, s.hkv, s.d, s.window, s.start, s.steps, sink, per_query});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BifocalDecode, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<BifocalCase>& info) { return name_of(info.param); });
+
+// The prefill mix: window_out ← o·mlstm_out + (1 − o)·window_out, o = sigmoid(gate), per head.
+class BifocalMix : public testing::CudaTest {};
+
+TEST_F(BifocalMix, IsTheGateFormula) {
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const int n = 7, hq = 6, d = 24;
+  const auto gate = testing::normal_vector(std::size_t(n) * hq, rng, 0, 3);
+  const auto memory = testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1);
+  const auto window = testing::normal_vector(memory.size(), rng, 0, 1);
+  std::vector<float> want(memory.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double o = 1.0 / (1.0 + std::exp(-double(gate[i / d])));
+    want[i] = float(o * memory[i] + (1.0 - o) * window[i]);
+  }
+  const auto gpu_gate = on_device(gate), gpu_memory = on_device(memory);
+  auto gpu_window = on_device(window);
+  cuda::bifocal_mix(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), n, hq, d, nullptr);
+  testing::synchronize();
+  EXPECT_LE(relative_error(gpu_window.download(), want), 1e-6);
+}
+
+}  // namespace
+}  // namespace bifocal

@@ -1,0 +1,161 @@
+// The CUDA backend as a whole against the CPU backend (the reference): logits of every golden
+// model and of the testbed model for every mixer, in bf16 (within bf16 rounding) and in fp32
+// (to fp32 rounding, and ≥ 64 identical greedy tokens), decode = prefill on the device, the
+// session's state bytes = the accounting, and the errors for what the backend does not run.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bifocal/budget.h"
+#include "bifocal/model.h"
+#include "bifocal/sampler.h"
+#include "cuda/cuda_test_support.h"
+#include "golden_model.h"
+#include "numerics.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+using testing::golden_model;
+using testing::testbed_model;
+
+const std::vector<std::string> kMixers = {
+    "full", "swa:window=16,sinks=4", "swa:window=16,sink=learned", "swa:window=16,sink=none", "linear:feature=elu1",
+    "linear:feature=hedgehog", "lolcats:window=16", "mlstm:state=kv", "mlstm:state=q",
+    "bifocal:window=16,state=kv,sink=learned", "bifocal:window=16,state=q,sink=tokens:4",
+    "bifocal:window=16,state=kv,sink=none"};
+
+// Logits of every token of `tokens`, prefilled in chunks of `chunk`.
+std::vector<float> all_logits(const Model& model, const std::vector<std::int32_t>& tokens, int chunk) {
+  Session session = model.new_session(std::int64_t(tokens.size()) + 8, chunk);
+  std::vector<float> logits(tokens.size() * model.config().vocab_size);
+  model.forward(session, tokens, logits, /*all_logits=*/true);
+  return logits;
+}
+
+ModelOptions on(const std::string& mixer, const std::string& backend, const std::string& dtype = "auto") {
+  ModelOptions options;
+  options.mixer = mixer;
+  options.backend = backend;
+  options.dtype = dtype;
+  return options;
+}
+
+class CudaModel : public testing::CudaTest {};
+
+// bf16 weights, KV and activations at the products' inputs against the CPU's fp32 on the same
+// checkpoint: the difference is bf16 rounding (2^-8 relative per operand) carried through the layers.
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
+  testing::ErrorLog log{"cuda bf16 vs cpu, golden models"};
+  for (const auto& name : testing::golden_model_names()) {
+    const auto reference = testing::GoldenReference::load(name);
+    const auto tokens = reference.full_sequence();
+    for (const auto& mixer : kMixers) {
+      SCOPED_TRACE(name + " " + mixer);
+      const Model cpu = Model::load(golden_model(name), on(mixer, "cpu"));
+      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda"));
+      for (const int chunk : {7, 64}) {
+        const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
+        EXPECT_LT(error, 3e-2) << "chunk " << chunk;
+      }
+    }
+  }
+}
+
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
+  testing::ErrorLog log{"cuda fp32 vs cpu, golden models"};
+  for (const auto& name : testing::golden_model_names()) {
+    const auto tokens = testing::GoldenReference::load(name).full_sequence();
+    for (const auto& mixer : kMixers) {
+      SCOPED_TRACE(name + " " + mixer);
+      const Model cpu = Model::load(golden_model(name), on(mixer, "cpu"));
+      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda", "fp32"));
+      EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 32), all_logits(cpu, tokens, 32))), 1e-4);
+    }
+  }
+}
+
+// Prefill n then decode k one at a time = prefill n + k, on the device, for every mixer.
+TEST_F(CudaModel, DecodeEqualsPrefill) {
+  testing::ErrorLog log{"cuda decode vs prefill"};
+  const auto tokens = testing::GoldenReference::load("qwen3_bf16").full_sequence();
+  for (const auto& mixer : kMixers) {
+    SCOPED_TRACE(mixer);
+    const Model gpu = Model::load(golden_model("qwen3_bf16"), on(mixer, "cuda", "fp32"));
+    const std::size_t vocab = gpu.config().vocab_size, prompt = 40;
+    const auto reference = all_logits(gpu, tokens, 64);
+    Session session = gpu.new_session(std::int64_t(tokens.size()) + 8, 16);
+    std::vector<float> logits(vocab);
+    gpu.forward(session, std::span(tokens).first(prompt), logits);
+    for (std::size_t t = prompt; t < tokens.size(); ++t) {
+      const auto step = gpu.decode(session, tokens[t]);
+      const std::vector<float> got(step.begin(), step.end());
+      const std::vector<float> want(reference.begin() + t * vocab, reference.begin() + (t + 1) * vocab);
+      ASSERT_LT(log.add(testing::relative_error(got, want)), 1e-4) << "token " << t;
+    }
+  }
+}
+
+// The testbed model: bf16 logits near the CPU's for every mixer, and in fp32 the greedy
+// continuation of a prompt identical to the CPU's for 64 tokens (decode on the device samples
+// on the device: greedy through the captured graph).
+TEST_F(CudaModel, TestbedGreedyTokensAgreeWithTheCpuInFp32) {
+  const std::vector<std::int32_t> prompt = {1, 450, 1203, 88, 39, 2710, 12, 901, 77, 3050, 14, 5};
+  for (const std::string mixer : {"full", "swa:window=64,sinks=4", "bifocal:window=64,state=kv,sink=learned"}) {
+    SCOPED_TRACE(mixer);
+    const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
+    const Model gpu = Model::load(testbed_model(), on(mixer, "cuda", "fp32"));
+    auto greedy = [&](const Model& model) {
+      Session session = model.new_session(256);
+      Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, model.config().vocab_size);
+      std::int32_t next = sampler.sample(model.prefill(session, prompt));
+      std::vector<std::int32_t> out = {next};
+      while (out.size() < 64) out.push_back(next = model.decode_and_sample(session, next, sampler));
+      return out;
+    };
+    EXPECT_EQ(greedy(gpu), greedy(cpu));
+  }
+}
+
+TEST_F(CudaModel, TestbedLogitsMatchTheCpuInBf16) {
+  testing::ErrorLog log{"cuda bf16 vs cpu, testbed"};
+  std::vector<std::int32_t> tokens = {1};
+  for (int i = 1; i < 300; ++i) tokens.push_back(std::int32_t((i * 7919) % 12000 + 2));
+  for (const auto& mixer : kMixers) {
+    SCOPED_TRACE(mixer);
+    const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
+    const Model gpu = Model::load(testbed_model(), on(mixer, "cuda"));
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))), 3e-2);
+  }
+}
+
+// Measured state bytes = the accounting at bf16 KV (DESIGN.md "Memory accounting").
+TEST_F(CudaModel, SessionStateBytesEqualTheAccounting) {
+  for (const auto& mixer : kMixers) {
+    SCOPED_TRACE(mixer);
+    const Model gpu = Model::load(testbed_model(), on(mixer, "cuda"));
+    const auto& c = gpu.config();
+    const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
+    const Session session = gpu.new_session(1000);
+    EXPECT_EQ(session.cache_bytes(),
+              std::size_t(c.num_layers) * mixer_memory(MixerSpec::parse(mixer), shape, 1000, 2).total_bytes());
+  }
+}
+
+TEST_F(CudaModel, RollingPositionsAreRefusedByName) {
+  testing::expect_error([] { Model::load(golden_model("qwen3_bf16"), on("swa:window=16,sinks=4,positions=rolling", "cuda")); },
+                        {"positions=rolling", "not available on the CUDA backend"});
+}
+
+TEST_F(CudaModel, FullAttentionPastTheSessionCapacityIsAnError) {
+  const Model gpu = Model::load(golden_model("qwen3_bf16"), on("full", "cuda"));
+  Session session = gpu.new_session(8);
+  std::vector<float> logits(gpu.config().vocab_size);
+  const std::vector<std::int32_t> tokens(9, 3);
+  testing::expect_error([&] { gpu.forward(session, tokens, logits); }, {"session", "holds 8 tokens"});
+}
+
+}  // namespace
+}  // namespace bifocal

@@ -1,0 +1,47 @@
+// Shared by the CUDA kernel tests: skip on a machine without a GPU (CI), bf16 rounding for
+// building CPU references from exactly the values the device sees, and a device round trip.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <span>
+#include <vector>
+
+#include "backend/cuda/device_buffer.h"
+
+namespace bifocal::testing {
+
+inline bool cuda_device_present() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// Base fixture of every CUDA test: skipped, not failed, where no GPU is present.
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+inline std::vector<__nv_bfloat16> to_bf16(std::span<const float> values) {
+  std::vector<__nv_bfloat16> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = __float2bfloat16_rn(values[i]);
+  return out;
+}
+
+inline std::vector<float> to_float(std::span<const __nv_bfloat16> values) {
+  std::vector<float> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = __bfloat162float(values[i]);
+  return out;
+}
+
+// The values a bf16 store would keep: CPU references are computed on these.
+inline std::vector<float> round_to_bf16(std::span<const float> values) {
+  const auto rounded = to_bf16(values);
+  return to_float(rounded);
+}
+
+}  // namespace bifocal::testing

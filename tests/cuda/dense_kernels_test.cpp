@@ -1,0 +1,253 @@
+// The dense CUDA kernels (src/backend/cuda/dense_kernels.cuh) against the CPU backend, on fresh
+// random inputs each run (the seed is printed with any failure), for bf16 and fp32 weight
+// storage. Outputs are poisoned with 0xFF bytes (NaN) before each run, so an element a kernel
+// forgets to write fails the comparison. Tolerances: fp32 results of fp32 math on identical
+// inputs 1e-5 relative (measured differences are float rounding, ~1e-7); bf16-stored results
+// 5e-3 (one bf16 rounding is at most 2⁻⁸ relative per element); copies and single adds exact.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/dense_kernels.cuh"
+#include "cuda/cuda_test_support.h"
+#include "model/rope.h"
+#include "numerics.h"
+
+namespace bifocal {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::random_vector;
+using testing::relative_error;
+
+constexpr double kFloatTolerance = 1e-5;
+constexpr double kBf16Tolerance = 5e-3;
+
+// The values as the storage type T holds them on the device.
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>)
+    return values;
+  else
+    return testing::to_bf16(values);
+}
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& values) {
+  return DeviceBuffer<T>(std::span<const T>(values));
+}
+
+// Random weights whose values bf16 represents exactly: both storage types then hold the very
+// values the CPU reference uses.
+std::vector<float> bf16_exact_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
+  const auto values = random_vector(size, rng, scale);
+  return testing::round_to_bf16(values);
+}
+
+struct StorageTypeNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, float> ? "fp32" : "bf16";
+  }
+};
+using StorageTypes = ::testing::Types<float, __nv_bfloat16>;
+
+// Every test draws a fresh seed and names it in the failure output.
+class SeededCudaTest : public testing::CudaTest {
+ protected:
+  const unsigned seed_ = std::random_device{}();
+  std::mt19937 rng_{seed_};
+  ::testing::ScopedTrace trace_{__FILE__, __LINE__, "random seed " + std::to_string(seed_)};
+};
+
+template <typename T>
+class DenseKernels : public SeededCudaTest {};
+TYPED_TEST_SUITE(DenseKernels, StorageTypes, StorageTypeNames);
+
+class DenseElementwise : public SeededCudaTest {};
+
+TYPED_TEST(DenseKernels, EmbeddingCopiesTheRowsOfTheIds) {
+  using T = TypeParam;
+  CpuBackend cpu;
+  const int vocab = 1000;
+  for (const auto [n, hidden] : {std::tuple{1, 64}, {7, 96}, {5, 33}, {3, 2560}, {2, 4}}) {
+    const auto table = bf16_exact_vector(std::size_t(vocab) * hidden, this->rng_);
+    std::vector<std::int32_t> ids(n);
+    std::uniform_int_distribution<std::int32_t> id(0, vocab - 1);
+    for (auto& i : ids) i = id(this->rng_);
+    ids.front() = vocab - 1;  // the last row: an off-by-one in the row offset reads past the table
+    if (n > 1) ids.back() = 0;
+    std::vector<float> want(std::size_t(n) * hidden);
+    cpu.embedding(table.data(), ids.data(), n, hidden, want.data());
+
+    const auto device_table = upload(to_storage<T>(table));
+    const auto device_ids = upload(ids);
+    DeviceBuffer<float> out(want.size());
+    out.fill_bytes(0xFF);
+    cuda::embedding(device_table.data(), device_ids.data(), n, hidden, out.data(), nullptr);
+    EXPECT_EQ(relative_error(out.download(), want), 0.0) << "n " << n << ", hidden " << hidden;
+  }
+}
+
+TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAndBf16Outputs) {
+  using T = TypeParam;
+  CpuBackend cpu;
+  testing::ErrorLog float_log{"rmsnorm, fp32 out"}, bf16_log{"rmsnorm, bf16 out"};
+  for (const auto [rows, dim] : {std::tuple{1, 2560}, {7, 96}, {3, 33}, {2, 9728}, {300, 64}, {5, 1}, {4, 1500}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + ", dim " + std::to_string(dim));
+    const auto x = random_vector(std::size_t(rows) * dim, this->rng_, 3.0f);
+    const auto weight = bf16_exact_vector(dim, this->rng_);
+    const float eps = 1e-6f;
+    std::vector<float> want(x.size());
+    cpu.rmsnorm(x.data(), weight.data(), rows, dim, eps, want.data());
+
+    const auto device_x = upload(x);
+    const auto device_weight = upload(to_storage<T>(weight));
+    DeviceBuffer<float> out_float(x.size());
+    DeviceBuffer<__nv_bfloat16> out_bf16(x.size());
+    out_float.fill_bytes(0xFF);
+    out_bf16.fill_bytes(0xFF);
+    cuda::rmsnorm(device_x.data(), device_weight.data(), rows, dim, eps, out_float.data(), nullptr);
+    cuda::rmsnorm(device_x.data(), device_weight.data(), rows, dim, eps, out_bf16.data(), nullptr);
+    EXPECT_LT(float_log.add(relative_error(out_float.download(), want)), kFloatTolerance);
+    EXPECT_LT(bf16_log.add(relative_error(testing::to_float(out_bf16.download()), want)), kBf16Tolerance);
+
+    // In place, as the model normalises the q/k heads of the CPU path (out == x).
+    auto in_place = upload(x);
+    cuda::rmsnorm(in_place.data(), device_weight.data(), rows, dim, eps, in_place.data(), nullptr);
+    EXPECT_LT(relative_error(in_place.download(), want), kFloatTolerance) << "in place";
+  }
+}
+
+// What qk_norm_rope is asked to do: the Qwen3 norm and RoPE, RoPE alone (Llama, Qwen2), the norm
+// alone (mixers that rotate keys themselves), or nothing (must leave q and k untouched).
+struct QkSteps {
+  bool norm, rope;
+};
+
+TYPED_TEST(DenseKernels, QkNormRopeMatchesCpuRmsnormThenRope) {
+  using T = TypeParam;
+  CpuBackend cpu;
+  testing::ErrorLog log{"qk_norm_rope"};
+  RopeConfig rope_config;
+  rope_config.theta = 1e6;  // Qwen3's
+  const float eps = 1e-6f;
+  for (const int d : {16, 24, 32, 48, 64, 128, 256}) {
+    const auto inv_freq = rope_inverse_frequencies(rope_config, d);
+    for (const auto [query_heads, kv_heads] : {std::pair{4, 1}, {2, 2}, {32, 8}}) {
+      for (const int n : {1, 5}) {
+        for (const QkSteps steps : {QkSteps{true, true}, {false, true}, {true, false}, {false, false}}) {
+          SCOPED_TRACE("d " + std::to_string(d) + ", heads " + std::to_string(query_heads) + ":" +
+                       std::to_string(kv_heads) + ", n " + std::to_string(n) + ", norm " +
+                       std::to_string(steps.norm) + ", rope " + std::to_string(steps.rope));
+          auto q = random_vector(std::size_t(n) * query_heads * d, this->rng_, 2.0f);
+          auto k = random_vector(std::size_t(n) * kv_heads * d, this->rng_, 2.0f);
+          const auto q_norm = bf16_exact_vector(d, this->rng_), k_norm = bf16_exact_vector(d, this->rng_);
+          // Positions up to 128 K: large angles test the float32 angle formation and sin/cos.
+          std::vector<std::int64_t> positions(n);
+          std::uniform_int_distribution<std::int64_t> position(0, 131071);
+          for (auto& p : positions) p = position(this->rng_);
+          positions.front() = 0;
+
+          const auto device_q_norm = upload(to_storage<T>(q_norm));
+          const auto device_k_norm = upload(to_storage<T>(k_norm));
+          const auto device_positions = upload(positions);
+          const auto device_inv_freq = upload(inv_freq);
+          auto device_q = upload(q);
+          auto device_k = upload(k);
+          cuda::qk_norm_rope(device_q.data(), device_k.data(), steps.norm ? device_q_norm.data() : nullptr,
+                             steps.norm ? device_k_norm.data() : nullptr, eps, device_positions.data(),
+                             device_inv_freq.data(), n, query_heads, kv_heads, d, steps.rope, nullptr);
+
+          if (steps.norm) {
+            cpu.rmsnorm(q.data(), q_norm.data(), n * query_heads, d, eps, q.data());
+            cpu.rmsnorm(k.data(), k_norm.data(), n * kv_heads, d, eps, k.data());
+          }
+          if (steps.rope) {
+            cpu.rope(q.data(), n, query_heads, d, positions.data(), inv_freq.data());
+            cpu.rope(k.data(), n, kv_heads, d, positions.data(), inv_freq.data());
+          }
+          EXPECT_LT(log.add(relative_error(device_q.download(), q)), kFloatTolerance) << "queries";
+          EXPECT_LT(log.add(relative_error(device_k.download(), k)), kFloatTolerance) << "keys";
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(DenseKernels, AddBiasAddsTheBiasToEveryRow) {
+  using T = TypeParam;
+  for (const auto [rows, cols] : {std::tuple{1, 1}, {3, 37}, {64, 1024}}) {
+    const auto out = random_vector(std::size_t(rows) * cols, this->rng_);
+    const auto bias = bf16_exact_vector(cols, this->rng_);
+    std::vector<float> want(out.size());
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) want[std::size_t(r) * cols + c] = out[std::size_t(r) * cols + c] + bias[c];
+    auto device_out = upload(out);
+    const auto device_bias = upload(to_storage<T>(bias));
+    cuda::add_bias(device_out.data(), device_bias.data(), rows, cols, nullptr);
+    EXPECT_EQ(relative_error(device_out.download(), want), 0.0) << rows << "x" << cols;
+  }
+}
+
+TEST_F(DenseElementwise, SwigluMatchesCpuForFloatAndBf16Outputs) {
+  CpuBackend cpu;
+  testing::ErrorLog float_log{"swiglu, fp32 out"}, bf16_log{"swiglu, bf16 out"};
+  for (const std::int64_t count : {std::int64_t(1), std::int64_t(7), std::int64_t(9728), (std::int64_t(1) << 20) + 3}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    // Gates up to ±20: silu's saturated tails (e^{−g} overflow for g ≪ 0) are exercised too.
+    const auto gate = random_vector(count, rng_, 5.0f), up = random_vector(count, rng_);
+    std::vector<float> want(count);
+    cpu.swiglu(gate.data(), up.data(), count, want.data());
+
+    auto device_gate = upload(gate);
+    const auto device_up = upload(up);
+    DeviceBuffer<float> out_float(count);
+    DeviceBuffer<__nv_bfloat16> out_bf16(count);
+    out_float.fill_bytes(0xFF);
+    out_bf16.fill_bytes(0xFF);
+    cuda::swiglu(device_gate.data(), device_up.data(), count, out_float.data(), nullptr);
+    cuda::swiglu(device_gate.data(), device_up.data(), count, out_bf16.data(), nullptr);
+    EXPECT_LT(float_log.add(relative_error(out_float.download(), want)), kFloatTolerance);
+    EXPECT_LT(bf16_log.add(relative_error(testing::to_float(out_bf16.download()), want)), kBf16Tolerance);
+    // In place into the gate buffer, as the CPU forward pass does.
+    cuda::swiglu(device_gate.data(), device_up.data(), count, device_gate.data(), nullptr);
+    EXPECT_LT(relative_error(device_gate.download(), want), kFloatTolerance) << "in place";
+  }
+}
+
+TEST_F(DenseElementwise, AddResidualAddsElementwise) {
+  for (const std::int64_t count : {std::int64_t(1), std::int64_t(2560), std::int64_t(1000003)}) {
+    const auto x = random_vector(count, rng_), y = random_vector(count, rng_);
+    std::vector<float> want(x);
+    CpuBackend().add(want.data(), y.data(), count);
+    auto device_x = upload(x);
+    const auto device_y = upload(y);
+    cuda::add_residual(device_x.data(), device_y.data(), count, nullptr);
+    EXPECT_EQ(relative_error(device_x.download(), want), 0.0) << "count " << count;
+  }
+}
+
+TEST_F(DenseElementwise, ConvertRoundsToNearestBf16) {
+  for (const std::int64_t count : {std::int64_t(1), std::int64_t(33), std::int64_t(1000003)}) {
+    const auto values = random_vector(count, rng_, 100.0f);
+    const auto device_values = upload(values);
+    DeviceBuffer<__nv_bfloat16> as_bf16(count);
+    DeviceBuffer<float> as_float(count);
+    as_bf16.fill_bytes(0xFF);
+    as_float.fill_bytes(0xFF);
+    cuda::convert(device_values.data(), as_bf16.data(), count, nullptr);
+    cuda::convert(device_values.data(), as_float.data(), count, nullptr);
+    EXPECT_EQ(relative_error(testing::to_float(as_bf16.download()), testing::round_to_bf16(values)), 0.0);
+    EXPECT_EQ(relative_error(as_float.download(), values), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace bifocal

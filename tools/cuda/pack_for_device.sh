@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the CUDA configuration here (nvcc 13, no GPU needed) and packs what the GPU machine lacks
+# into .gpu/bundle.tar.xz: the two binaries and the Debian shared libraries they link (the GPU
+# machine has CUDA and cuBLAS but none of OpenBLAS, PCRE2, utf8proc, fmt). The device side is
+# tools/cuda/run_on_device.sh. Usage: tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-/work/build-cuda}
+cmake -S . -B "$build" -DBIFOCAL_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j"$(nproc)"
+stage=$(mktemp -d)
+mkdir -p "$stage/bin" "$stage/lib"
+cp "$build/bifocal" "$build/bifocal_tests" "$stage/bin/"
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libpcre2-8.so.0 libutf8proc.so.2; do
+  cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
+done
+echo "$build" > "$stage/build_dir"
+mkdir -p .gpu
+tar -C "$stage" -cJf .gpu/bundle.tar.xz .
+rm -rf "$stage"
+ls -la .gpu/bundle.tar.xz

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On the GPU machine (device tool, `carry: [".gpu"]`): unpacks .gpu/bundle.tar.xz from
+# pack_for_device.sh so that the binaries find their absolute paths (the build directory and the
+# source tree as they were here), then runs the command given, e.g.
+#   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_tests --gtest_filter=Cuda*'
+set -euo pipefail
+root=$(pwd)
+stage=/tmp/bifocal-gpu
+mkdir -p "$stage" && tar -C "$stage" -xJf .gpu/bundle.tar.xz
+build=$(cat "$stage/build_dir")
+mkdir -p "$(dirname "$build")" /work
+[ -e /work/main ] || ln -s "$root" /work/main   # BIFOCAL_GOLDEN_DIR was compiled as /work/main/tests/golden
+mkdir -p "$build" && cp "$stage"/bin/* "$build/"
+export LD_LIBRARY_PATH="$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export BUILD="$build"
+eval "$1"
