@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs bifocal's build dependencies from Debian 12's packages (DESIGN.md "Dependencies").
+# Installs bifocal's build dependencies from Debian 12's packages (DESIGN.md "Dependencies"); bzip2
+# decompresses the HellaSwag data as published (.bz2) for `bifocal eval`.
 set -euo pipefail
-packages=(build-essential cmake pkg-config git libopenblas-dev libpcre2-dev libutf8proc-dev
+packages=(build-essential cmake pkg-config git bzip2 libopenblas-dev libpcre2-dev libutf8proc-dev
           nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev googletest)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

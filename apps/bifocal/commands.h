@@ -19,6 +19,7 @@ Run add_tokenize_command(CLI::App& app);
 Run add_budget_command(CLI::App& app);
 Run add_compare_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
+Run add_eval_command(CLI::App& app);
 
 // --backend and --dtype, shared by every subcommand that runs a model.
 struct BackendFlags {

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(bifocal::cli::add_budget_command);
   add(bifocal::cli::add_compare_command);
   add(bifocal::cli::add_bench_command);
+  add(bifocal::cli::add_eval_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
