@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
@@ -42,6 +43,24 @@ inline std::vector<float> to_float(std::span<const __nv_bfloat16> values) {
 inline std::vector<float> round_to_bf16(std::span<const float> values) {
   const auto rounded = to_bf16(values);
   return to_float(rounded);
+}
+
+// The values as the storage type T (float or bf16) holds them on the device …
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>)
+    return values;
+  else
+    return to_bf16(values);
+}
+
+// … and those values back as floats: CPU references are computed on these.
+template <typename T>
+std::vector<float> as_stored(const std::vector<float>& values) {
+  if constexpr (std::is_same_v<T, float>)
+    return values;
+  else
+    return round_to_bf16(values);
 }
 
 }  // namespace bifocal::testing

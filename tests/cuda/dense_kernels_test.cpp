@@ -24,19 +24,14 @@ namespace {
 
 using cuda::DeviceBuffer;
 using testing::random_vector;
+using testing::as_stored;
 using testing::relative_error;
+using testing::to_storage;
 
 constexpr double kFloatTolerance = 1e-5;
 constexpr double kBf16Tolerance = 5e-3;
 
 // The values as the storage type T holds them on the device.
-template <typename T>
-std::vector<T> to_storage(const std::vector<float>& values) {
-  if constexpr (std::is_same_v<T, float>)
-    return values;
-  else
-    return testing::to_bf16(values);
-}
 
 template <typename T>
 DeviceBuffer<T> upload(const std::vector<T>& values) {

@@ -30,7 +30,9 @@ namespace {
 
 using cuda::DeviceBuffer;
 using testing::random_vector;
+using testing::as_stored;
 using testing::relative_error;
+using testing::to_storage;
 
 constexpr double kGemvTolerance = 1e-5;
 constexpr double kCublasTolerance = 1e-4;
@@ -38,22 +40,7 @@ constexpr double kBf16Tolerance = 5e-3;
 // Four products deep with float intermediates: each one's rounding is carried into the next.
 constexpr double kChainTolerance = 1e-4;
 
-template <typename T>
-std::vector<T> to_storage(const std::vector<float>& values) {
-  if constexpr (std::is_same_v<T, float>)
-    return values;
-  else
-    return testing::to_bf16(values);
-}
 
-// The values a device buffer of type T holds when given `values`: the reference uses these.
-template <typename T>
-std::vector<float> as_stored(const std::vector<float>& values) {
-  if constexpr (std::is_same_v<T, float>)
-    return values;
-  else
-    return testing::round_to_bf16(values);
-}
 
 template <typename T>
 std::vector<float> download_floats(const DeviceBuffer<T>& buffer) {

@@ -33,23 +33,12 @@ const char* storage_name() {
   return std::is_same_v<T, float> ? "fp32" : "bf16";
 }
 
-// fp32 values as a T cache stores them, and back.
-template <typename T>
-std::vector<T> to_storage(const std::vector<float>& values) {
-  if constexpr (std::is_same_v<T, float>) return values;
-  else return to_bf16(values);
-}
+// T cache values back as fp32 (to_storage and as_stored are in cuda_test_support.h).
 template <typename T>
 std::vector<float> from_storage(const std::vector<T>& values) {
   if constexpr (std::is_same_v<T, float>) return values;
   else return to_float(values);
 }
-// The values a T cache would keep of x: the CPU references are computed on these.
-template <typename T>
-std::vector<float> as_stored(const std::vector<float>& values) {
-  return from_storage<T>(to_storage<T>(values));
-}
-
 template <typename T>
 cuda::DeviceBuffer<T> on_device(const std::vector<T>& host) {
   return cuda::DeviceBuffer<T>(std::span<const T>(host));

@@ -306,6 +306,37 @@ std::int32_t CudaModel<T>::decode_and_sample(DeviceSession& session, std::int64_
 
 // ---- bench hooks -----------------------------------------------------------------------------
 
+namespace {
+
+// Seconds between construction and seconds() on `stream`, by device events (METHOD.md).
+class EventTimer {
+ public:
+  explicit EventTimer(cudaStream_t stream) : stream_(stream) {
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+    check(cudaEventRecord(start_, stream_), "cudaEventRecord");
+  }
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  double seconds() {
+    check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float milliseconds = 0;
+    check(cudaEventElapsedTime(&milliseconds, start_, stop_), "cudaEventElapsedTime");
+    return milliseconds / 1000.0;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace
+
 template <typename T>
 void CudaModel<T>::fill_synthetic_context(DeviceSession& session, std::int64_t context, std::uint64_t seed) const {
   auto& s = static_cast<CudaSession<T>&>(session);
@@ -322,20 +353,12 @@ double CudaModel<T>::time_decode_step(DeviceSession& session, std::int64_t posit
   check_capacity(s, position, steps);
   const SamplingParams greedy{.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
   decode_and_sample(session, position, 0, greedy);  // warm-up; captures the graph
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  EventTimer timer(stream_);
   for (int i = 0; i < steps; ++i) check(cudaGraphLaunch(s.decode_graph, stream_), "cudaGraphLaunch");
-  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float milliseconds = 0;
-  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  const double seconds = timer.seconds();
   s.device_position = -1;  // the replays moved it on the device
   s.device_token = -1;
-  return milliseconds / 1000.0 / steps;
+  return seconds / steps;
 }
 
 template <typename T>
@@ -343,19 +366,10 @@ double CudaModel<T>::time_prefill(DeviceSession& session, std::span<const std::i
   auto& s = static_cast<CudaSession<T>&>(session);
   for (std::size_t l = 0; l < mixers_.size(); ++l) mixers_[l].reset(s.layers[l], stream_);
   check(cudaStreamSynchronize(stream_), "reset");
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  EventTimer timer(stream_);
   prefill(s, 0, tokens);
   argmax_logits(s.logits.data(), config_.vocab_size, s.sampling_workspace.data(), s.sampled.data(), stream_);
-  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float milliseconds = 0;
-  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return milliseconds / 1000.0;
+  return timer.seconds();
 }
 
 template <typename T>
@@ -365,19 +379,10 @@ double CudaModel<T>::measure_copy_bandwidth() const {
   DeviceBuffer<std::byte> from(kBytes), to(kBytes);
   from.fill_bytes(0x5a);
   check(cudaMemcpyAsync(to.data(), from.data(), kBytes, cudaMemcpyDeviceToDevice, stream_), "warm-up copy");
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  check(cudaEventRecord(start, stream_), "cudaEventRecord");
+  EventTimer timer(stream_);
   for (int i = 0; i < kCopies; ++i)
     check(cudaMemcpyAsync(to.data(), from.data(), kBytes, cudaMemcpyDeviceToDevice, stream_), "copy");
-  check(cudaEventRecord(stop, stream_), "cudaEventRecord");
-  check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float milliseconds = 0;
-  check(cudaEventElapsedTime(&milliseconds, start, stop), "cudaEventElapsedTime");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return 2.0 * double(kBytes) * kCopies / (milliseconds / 1000.0);  // read + written
+  return 2.0 * double(kBytes) * kCopies / timer.seconds();  // read + written
 }
 
 template <typename T>
