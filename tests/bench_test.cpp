@@ -1,0 +1,88 @@
+// bifocal bench's CPU-side pieces: the decode traffic behind the roofline (checked against a
+// hand count for the Qwen3-4B shape), the synthetic configs, --context parsing and the report.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "bench/bench_report.h"
+#include "bench/bench_runner.h"
+#include "bench/bench_shapes.h"
+#include "bench/decode_traffic.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+std::vector<MixerSpec> every_layer(const ModelConfig& config, const std::string& spec) {
+  return std::vector<MixerSpec>(config.num_layers, MixerSpec::parse(spec));
+}
+
+// Qwen3-4B in bf16, by hand: per layer 2560·(4096 + 2·1024) + 4096·2560 + 3·2560·9728 + 2·2560
+// + 2·128 = 100,930,816 parameters; 36 layers and the tied LM head 151,936·2560 + 2560 give
+// 4,022,468,096 parameters = 8,044,936,192 bytes read per token.
+TEST(BenchTraffic, Qwen3FourBWeightsAndCacheByHand) {
+  const ModelConfig c = synthetic_model_config("qwen3-4b");
+  EXPECT_EQ(transformer_weight_bytes(c, 2), 8'044'936'192u);
+  // swa(576) at 256K: every layer reads its 576 cached tokens of 4 KiB and writes one.
+  const DecodeTraffic swa = decode_traffic(c, every_layer(c, "swa:window=576,sink=learned"), 262'144, 2);
+  EXPECT_EQ(swa.weight_bytes, 8'044'936'192u);
+  EXPECT_EQ(swa.cache_read_bytes, 36u * 576 * 4096);
+  EXPECT_EQ(swa.cache_write_bytes, 36u * 4096);
+  // full at 1K: the 1,024 cached tokens and the new one are read.
+  const DecodeTraffic full = decode_traffic(c, every_layer(c, "full"), 1024, 2);
+  EXPECT_EQ(full.cache_read_bytes, 36u * 1025 * 4096);
+  // bifocal(448, kv): 448 tokens, 8 states of 128×128 fp32 (+ normalizer, stabilizer) read and
+  // written, and the mLSTM and mix gates (2·8 + 32 rows of 2560 + bias) as weights.
+  const DecodeTraffic bifocal = decode_traffic(c, every_layer(c, "bifocal:window=448,state=kv"), 100'000, 2);
+  const std::size_t state = 8 * (128 * 128 + 128 + 1) * 4;
+  EXPECT_EQ(bifocal.cache_read_bytes, 36u * (448 * 4096 + state));
+  EXPECT_EQ(bifocal.cache_write_bytes, 36u * (4096 + state));
+  EXPECT_EQ(bifocal.weight_bytes, 8'044'936'192u + 36u * 48 * 2561 * 2);
+}
+
+TEST(BenchShapes, SyntheticConfigsAndUnknownNames) {
+  const ModelConfig c = synthetic_model_config("qwen3.5-4b-like");
+  EXPECT_EQ(c.num_layers, 32);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  testing::expect_error([] { synthetic_model_config("qwen9"); }, {"qwen9"});
+}
+
+TEST(BenchContexts, ParsesSuffixesSortsAndRejectsGarbage) {
+  EXPECT_EQ(parse_contexts("8k,1k,1024,300"), (std::vector<std::int64_t>{300, 1024, 8192}));
+  for (const char* bad : {"", "1k,", "x", "-4", "0", "1.5k"}) testing::expect_error([&] { parse_contexts(bad); }, {"--context"});
+}
+
+TEST(BenchReport, RooflineRatioSpreadAndFiles) {
+  BenchReport report;
+  report.model = "qwen3-4b";
+  report.dtype = "bf16";
+  report.device = "test";
+  for (const auto [context, speed] : {std::pair{1024, 450.0}, std::pair{262144, 430.0}}) {
+    BenchRow row;
+    row.mixer = "swa:window=576,sink=learned";
+    row.context = context;
+    row.decode_tokens_per_second = speed;
+    row.bytes_per_token = 8'000'000'000;
+    row.bandwidth = 4.0e12;
+    report.rows.push_back(row);
+  }
+  EXPECT_NEAR(report.rows[0].roofline_tokens_per_second(), 500.0, 1e-9);
+  EXPECT_NEAR(report.rows[0].roofline_ratio(), 0.9, 1e-12);
+  EXPECT_NEAR(decode_spread(report, "swa:window=576,sink=learned"), 450.0 / 430.0 - 1.0, 1e-12);
+  const std::string md = bench_markdown(report);
+  EXPECT_NE(md.find("| `swa:window=576,sink=learned` | 1K | 450.0 | 500.0 | 0.900 | — |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 256K |"), std::string::npos) << md;
+  const auto json = bench_json(report);
+  EXPECT_EQ(json.at("rows").size(), 2u);
+  EXPECT_TRUE(json.at("rows")[0].at("prefill_tokens_per_second").is_null());
+  const std::string svg = bench_svg(report);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_GT(std::count(svg.begin(), svg.end(), '\n'), 2);
+  EXPECT_NE(svg.find("translate("), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bifocal
