@@ -22,21 +22,7 @@ namespace {
 using Ids = std::vector<std::int32_t>;
 constexpr std::int32_t kBos = 1;  // the testbed's <|bos|>, prepended by its post-processor
 
-class LoglikelihoodTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(testing::testbed_model()));
-    model_ = std::make_unique<Model>(Model::load(testing::testbed_model()));
-  }
-  static void TearDownTestSuite() {
-    model_.reset();
-    tokenizer_.reset();
-  }
-  static std::unique_ptr<Tokenizer> tokenizer_;
-  static std::unique_ptr<Model> model_;
-};
-std::unique_ptr<Tokenizer> LoglikelihoodTest::tokenizer_;
-std::unique_ptr<Model> LoglikelihoodTest::model_;
+class LoglikelihoodTest : public testing::TestbedSuite {};
 
 // The reference: every logit row of input = (context + continuation) minus its last token, from
 // one forward call, and log softmax computed here in long double.

@@ -357,21 +357,7 @@ TEST(ChoiceJsonl, MalformedLinesAreNamed) {
 
 // ---- scoring on the testbed model ----
 
-class MultipleChoiceScoring : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(testing::testbed_model()));
-    model_ = std::make_unique<Model>(Model::load(testing::testbed_model()));
-  }
-  static void TearDownTestSuite() {
-    model_.reset();
-    tokenizer_.reset();
-  }
-  static std::unique_ptr<Tokenizer> tokenizer_;
-  static std::unique_ptr<Model> model_;
-};
-std::unique_ptr<Tokenizer> MultipleChoiceScoring::tokenizer_;
-std::unique_ptr<Model> MultipleChoiceScoring::model_;
+class MultipleChoiceScoring : public testing::TestbedSuite {};
 
 TEST_F(MultipleChoiceScoring, MetricsFollowTheChoicesLogProbabilities) {
   const MultipleChoiceQuestion question =

@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "bifocal/model.h"
+#include "bifocal/tokenizer.h"
 #include "io/safetensors.h"
 
 namespace bifocal::testing {
@@ -19,6 +23,21 @@ inline const std::vector<std::string>& golden_model_names() {
   static const std::vector<std::string> names{"llama_fp32_sharded", "mistral_fp16_swa", "qwen2_fp32_tied", "qwen3_bf16"};
   return names;
 }
+
+// A suite sharing one loaded testbed model and its tokenizer (loaded once per suite).
+class TestbedSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_dir(testbed_model()));
+    model_ = std::make_unique<Model>(Model::load(testbed_model()));
+  }
+  static void TearDownTestSuite() {
+    model_.reset();
+    tokenizer_.reset();
+  }
+  static inline std::unique_ptr<Tokenizer> tokenizer_;
+  static inline std::unique_ptr<Model> model_;
+};
 
 // HF's outputs for one fixture: prompt ids, 16 greedy ids, float64-exact logits of the whole
 // sequence, and the prompt logits computed in the checkpoint's own dtype.

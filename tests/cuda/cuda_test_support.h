@@ -6,7 +6,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -44,6 +46,23 @@ inline std::vector<float> round_to_bf16(std::span<const float> values) {
   const auto rounded = to_bf16(values);
   return to_float(rounded);
 }
+
+// Every randomized CUDA test draws a fresh seed and names it in its failure output.
+class SeededCudaTest : public CudaTest {
+ protected:
+  const unsigned seed_ = std::random_device{}();
+  std::mt19937 rng_{seed_};
+  ::testing::ScopedTrace trace_{__FILE__, __LINE__, "random seed " + std::to_string(seed_)};
+};
+
+// Typed tests over the two storage types, named fp32 and bf16 in the test list.
+struct StorageTypeNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, float> ? "fp32" : "bf16";
+  }
+};
+using StorageTypes = ::testing::Types<float, __nv_bfloat16>;
 
 // The values as the storage type T (float or bf16) holds them on the device …
 template <typename T>

@@ -23,6 +23,9 @@ namespace bifocal {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::SeededCudaTest;
+using testing::StorageTypeNames;
+using testing::StorageTypes;
 using testing::random_vector;
 using testing::as_stored;
 using testing::relative_error;
@@ -45,21 +48,7 @@ std::vector<float> bf16_exact_vector(std::size_t size, std::mt19937& rng, float 
   return testing::round_to_bf16(values);
 }
 
-struct StorageTypeNames {
-  template <typename T>
-  static std::string GetName(int) {
-    return std::is_same_v<T, float> ? "fp32" : "bf16";
-  }
-};
-using StorageTypes = ::testing::Types<float, __nv_bfloat16>;
 
-// Every test draws a fresh seed and names it in the failure output.
-class SeededCudaTest : public testing::CudaTest {
- protected:
-  const unsigned seed_ = std::random_device{}();
-  std::mt19937 rng_{seed_};
-  ::testing::ScopedTrace trace_{__FILE__, __LINE__, "random seed " + std::to_string(seed_)};
-};
 
 template <typename T>
 class DenseKernels : public SeededCudaTest {};

@@ -29,6 +29,9 @@ namespace bifocal {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::SeededCudaTest;
+using testing::StorageTypeNames;
+using testing::StorageTypes;
 using testing::random_vector;
 using testing::as_stored;
 using testing::relative_error;
@@ -86,20 +89,7 @@ std::vector<float> plus_bias(const std::vector<float>& product, const std::vecto
   return sum;
 }
 
-struct StorageTypeNames {
-  template <typename T>
-  static std::string GetName(int) {
-    return std::is_same_v<T, float> ? "fp32" : "bf16";
-  }
-};
-using StorageTypes = ::testing::Types<float, __nv_bfloat16>;
 
-class SeededCudaTest : public testing::CudaTest {
- protected:
-  const unsigned seed_ = std::random_device{}();
-  std::mt19937 rng_{seed_};
-  ::testing::ScopedTrace trace_{__FILE__, __LINE__, "random seed " + std::to_string(seed_)};
-};
 
 struct Shape {
   int m, k;

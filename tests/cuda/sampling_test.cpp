@@ -30,17 +30,11 @@ namespace bifocal {
 namespace {
 
 using cuda::DeviceBuffer;
+using testing::SeededCudaTest;
 
 constexpr int kQwen3Vocab = 151936;
 constexpr int kDraws = 20000;
 
-// Every test draws a fresh seed and names it in the failure output.
-class SeededCudaTest : public testing::CudaTest {
- protected:
-  const unsigned seed_ = std::random_device{}();
-  std::mt19937 rng_{seed_};
-  ::testing::ScopedTrace trace_{__FILE__, __LINE__, "random seed " + std::to_string(seed_)};
-};
 
 class DeviceSampling : public SeededCudaTest {};
 
