@@ -2,6 +2,10 @@
 // is too little work for one block to stream at a useful fraction of the H200's bandwidth, so
 // its columns / window rows are split over the `ranks` blocks of a cluster, which meet at
 // cluster barriers and read each other's partial results through distributed shared memory.
+//
+// Every cluster launch is also a programmatic dependent launch (dependent_launch.h): a kernel
+// launched here obeys that contract — device::wait_for_previous_kernel() before it reads what an
+// earlier kernel wrote or writes anything, device::allow_next_kernel_launch() early.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,26 +42,30 @@ inline int cluster_ranks(int d, int heads) {
   return 1;
 }
 
-// kernel<<<grid, threads, shared_bytes, stream>>>(args...) in clusters of (ranks, 1, 1) blocks;
-// grid.x must be a multiple of ranks. Raises the kernel's dynamic shared memory limit when it
-// needs more than the default 48 KiB (no allocation, no synchronisation: graph-capture safe).
+// kernel<<<grid, threads, shared_bytes, stream>>>(args...) in clusters of (ranks, 1, 1) blocks,
+// as a programmatic dependent of the kernel before it on `stream` (the kernel must follow
+// dependent_launch.h's contract); grid.x must be a multiple of ranks. Raises the kernel's dynamic
+// shared memory limit when it needs more than the default 48 KiB (no allocation, no
+// synchronisation: graph-capture safe).
 template <typename... KernelArgs, typename... Args>
 void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, int ranks, std::size_t shared_bytes,
                         cudaStream_t stream, const char* name, Args&&... args) {
   if (shared_bytes > 48 * 1024)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = unsigned(ranks);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute attributes[2]{};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = unsigned(ranks);
+  attributes[0].val.clusterDim.y = 1;
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(unsigned(threads));
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = 2;
   check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
 }
 

@@ -7,13 +7,13 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 
 namespace bifocal::cuda {
 namespace {
 
 constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 using device::from_float;
 using device::to_float;
@@ -47,6 +47,8 @@ unsigned elementwise_blocks(std::int64_t count) {
 
 template <typename T>
 __global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hidden, float* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   const std::int64_t token = blockIdx.x;
   const T* row = table + std::int64_t(ids[token]) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[token * hidden + i] = to_float(row[i]);
@@ -59,6 +61,8 @@ __global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hi
 // the first pass from the writes, and each thread rewrites only the elements it read itself.
 template <typename T, typename OutT>
 __global__ void rmsnorm_kernel(const float* x, const T* weight, int dim, float eps, OutT* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   const std::int64_t row = blockIdx.x;
   const float* in = x + row * dim;
   float sum_squares = 0.0f;
@@ -82,6 +86,8 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
                                     const std::int64_t* positions, const float* inv_freq, int n, int query_heads,
                                     int kv_heads, int d, bool apply_rope) {
   extern __shared__ float staged_heads[];  // [kHeadsPerBlock, d]
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const int heads = query_heads + kv_heads;
   const std::int64_t item = std::int64_t(blockIdx.x) * kHeadsPerBlock + warp;
@@ -124,6 +130,8 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
 
 template <typename OutT>
 __global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t count, OutT* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const float g = gate[i];
@@ -132,6 +140,8 @@ __global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t c
 }
 
 __global__ void add_residual_kernel(float* x, const float* y, std::int64_t count) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x)
     x[i] += y[i];
@@ -139,6 +149,8 @@ __global__ void add_residual_kernel(float* x, const float* y, std::int64_t count
 
 template <typename T>
 __global__ void add_bias_kernel(float* out, const T* bias, int cols, std::int64_t count) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x)
     out[i] += to_float(bias[i % cols]);
@@ -146,6 +158,8 @@ __global__ void add_bias_kernel(float* out, const T* bias, int cols, std::int64_
 
 template <typename T>
 __global__ void convert_kernel(const float* in, T* out, std::int64_t count) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x)
     out[i] = from_float<T>(in[i]);
@@ -156,15 +170,15 @@ __global__ void convert_kernel(const float* in, T* out, std::int64_t count) {
 template <typename T>
 void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream) {
   if (n <= 0 || hidden <= 0) return;
-  embedding_kernel<<<n, threads_for_row(hidden), 0, stream>>>(table, ids, hidden, out);
-  check_launch("embedding_kernel");
+  launch_dependent(embedding_kernel<T>, dim3(n), dim3(threads_for_row(hidden)), 0, stream, "embedding_kernel", table,
+                   ids, hidden, out);
 }
 
 template <typename T, typename OutT>
 void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT* out, cudaStream_t stream) {
   if (rows <= 0 || dim <= 0) return;
-  rmsnorm_kernel<<<rows, threads_for_row(dim), 0, stream>>>(x, weight, dim, eps, out);
-  check_launch("rmsnorm_kernel");
+  launch_dependent(rmsnorm_kernel<T, OutT>, dim3(rows), dim3(threads_for_row(dim)), 0, stream, "rmsnorm_kernel", x,
+                   weight, dim, eps, out);
 }
 
 template <typename T>
@@ -177,37 +191,37 @@ void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float ep
   if (!anything_to_do || items <= 0) return;
   const auto blocks = unsigned((items + kHeadsPerBlock - 1) / kHeadsPerBlock);
   const std::size_t shared_bytes = std::size_t(kHeadsPerBlock) * head_dim * sizeof(float);
-  qk_norm_rope_kernel<<<blocks, kHeadsPerBlock * kWarpSize, shared_bytes, stream>>>(
-      q, k, q_norm, k_norm, eps, positions, inv_freq, n, query_heads, kv_heads, head_dim, apply_rope);
-  check_launch("qk_norm_rope_kernel");
+  launch_dependent(qk_norm_rope_kernel<T>, dim3(blocks), dim3(kHeadsPerBlock * kWarpSize), shared_bytes, stream,
+                   "qk_norm_rope_kernel", q, k, q_norm, k_norm, eps, positions, inv_freq, n, query_heads, kv_heads,
+                   head_dim, apply_rope);
 }
 
 template <typename OutT>
 void swiglu(const float* gate, const float* up, std::int64_t count, OutT* out, cudaStream_t stream) {
   if (count <= 0) return;
-  swiglu_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(gate, up, count, out);
-  check_launch("swiglu_kernel");
+  launch_dependent(swiglu_kernel<OutT>, dim3(elementwise_blocks(count)), dim3(kElementwiseThreads), 0, stream,
+                   "swiglu_kernel", gate, up, count, out);
 }
 
 void add_residual(float* x, const float* y, std::int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  add_residual_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(x, y, count);
-  check_launch("add_residual_kernel");
+  launch_dependent(add_residual_kernel, dim3(elementwise_blocks(count)), dim3(kElementwiseThreads), 0, stream,
+                   "add_residual_kernel", x, y, count);
 }
 
 template <typename T>
 void add_bias(float* out, const T* bias, int rows, int cols, cudaStream_t stream) {
   const std::int64_t count = std::int64_t(rows) * cols;
   if (count <= 0) return;
-  add_bias_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(out, bias, cols, count);
-  check_launch("add_bias_kernel");
+  launch_dependent(add_bias_kernel<T>, dim3(elementwise_blocks(count)), dim3(kElementwiseThreads), 0, stream,
+                   "add_bias_kernel", out, bias, cols, count);
 }
 
 template <typename T>
 void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
   if (count <= 0) return;
-  convert_kernel<<<elementwise_blocks(count), kElementwiseThreads, 0, stream>>>(in, out, count);
-  check_launch("convert_kernel");
+  launch_dependent(convert_kernel<T>, dim3(elementwise_blocks(count)), dim3(kElementwiseThreads), 0, stream,
+                   "convert_kernel", in, out, count);
 }
 
 // The storage types: bf16 weights (the real models) and fp32 (the `--dtype fp32` test path).

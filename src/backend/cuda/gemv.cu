@@ -23,13 +23,13 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 
 namespace bifocal::cuda {
 namespace {
 
 constexpr int kWarpSize = 32;
-constexpr unsigned kFullWarp = 0xffffffffu;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;       // chunks per row in flight per lane
 constexpr int kChunk = 8;        // elements per chunk: 16 bytes of bf16
@@ -78,13 +78,11 @@ struct Chunk<float> {
   }
 };
 
-// Programmatic dependent launch (Hopper; launch_dependent below). The weights never depend on
-// an earlier kernel, so a gemv launched as a dependent starts streaming W while the kernel
-// before it (which writes x, and out when accumulating) drains, and waits for that kernel only
-// before its first read of x. Each gemv also lets the next kernel launch as soon as all of its
-// own blocks are running. Launched without the attribute, the wait returns at once.
-__device__ void wait_for_previous_kernel() { cudaGridDependencySynchronize(); }
-__device__ void allow_next_kernel_launch() { cudaTriggerProgrammaticLaunchCompletion(); }
+// Programmatic dependent launch (dependent_launch.h). The weights never depend on an earlier
+// kernel, so a gemv starts streaming W while the kernel before it (which writes x, and out when
+// accumulating) drains, and waits for that kernel only before its first read of x.
+using device::allow_next_kernel_launch;
+using device::wait_for_previous_kernel;
 
 // sums[r] = Σ_c rows[r][c] · x[c] over c < k, for the kRows rows one warp owns; every lane gets
 // the totals, after waiting for the previous kernel (so everything the caller reads or writes
@@ -199,24 +197,6 @@ bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16
 
 unsigned blocks_for(std::int64_t warps) { return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
-// Launches kernel<<<blocks, kWarpsPerBlock warps>>> on stream as a programmatic dependent of the
-// kernel before it (see wait_for_previous_kernel); stream capture records it as a programmatic
-// graph edge.
-template <typename... Parameters, typename... Arguments>
-void launch_dependent(void (*kernel)(Parameters...), unsigned blocks, cudaStream_t stream, Arguments... arguments) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(kWarpsPerBlock * kWarpSize);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  check(cudaLaunchKernelEx(&config, kernel, arguments...), "cudaLaunchKernelEx");
-}
-
 }  // namespace
 
 template <typename T, typename XT>
@@ -234,8 +214,8 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
   }
   const std::int64_t rows = batch.first_row[batch.count];
   if (rows <= 0) return;
-  launch_dependent(gemv_kernel<T, XT>, blocks_for(rows), stream, batch, x, k, vectorized, accumulate);
-  check_launch("gemv_kernel");
+  launch_dependent(gemv_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+                   "gemv_kernel", batch, x, k, vectorized, accumulate);
 }
 
 template <typename T, typename XT>
@@ -249,9 +229,8 @@ void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, 
                          cudaStream_t stream) {
   if (m <= 0) return;
   const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && aligned_16(x);
-  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, blocks_for(m), stream, gate_weight, up_weight, x, m, k,
-                   vectorized, out);
-  check_launch("gate_up_swiglu_kernel");
+  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
+                   stream, "gate_up_swiglu_kernel", gate_weight, up_weight, x, m, k, vectorized, out);
 }
 
 // Storage type T × input type XT (× output type OutT for the fused SwiGLU).

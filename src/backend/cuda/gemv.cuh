@@ -31,9 +31,7 @@
 // allocation, no synchronisation: safe to capture in a CUDA graph (tested: a captured chain of
 // dependent products). Any k works; 16-byte loads are used when k % 8 == 0 and W and x are
 // 16-byte aligned (every real model), a scalar loop otherwise.
-// Ordering: kernels launched normally after these are ordered as usual. A kernel that is itself
-// launched as a programmatic dependent (cudaLaunchAttributeProgrammaticStreamSerialization) must
-// call cudaGridDependencySynchronize() before touching what these kernels write.
+// Ordering: launched as programmatic dependents, under dependent_launch.h's contract.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "bifocal/error.h"
 
 namespace bifocal::cuda {
@@ -126,6 +127,8 @@ __device__ Candidate block_best(Candidate best) {
 template <bool kWithGumbelNoise>
 __global__ __launch_bounds__(kArgmaxThreads) void argmax_partials_kernel(const float* logits, int vocab,
                                                                          GumbelNoise noise, Candidate* partials) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   std::uint64_t step = 0;
   if constexpr (kWithGumbelNoise) step = *noise.step;
   Candidate best = no_candidate();
@@ -159,6 +162,8 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_partials_kernel(const f
 __global__ __launch_bounds__(kArgmaxThreads) void argmax_finalize_kernel(const Candidate* partials, int count,
                                                                          std::int32_t* out_token,
                                                                          std::uint64_t* step_to_advance) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   Candidate best = no_candidate();
   for (int i = threadIdx.x; i < count; i += kArgmaxThreads) best = better(best, partials[i]);
   best = block_best(best);
@@ -173,10 +178,10 @@ void launch_argmax(const float* logits, int vocab, GumbelNoise noise, void* work
                    std::uint64_t* step_to_advance, cudaStream_t stream) {
   auto* partials = static_cast<Candidate*>(workspace);
   const int blocks = argmax_blocks(vocab);
-  argmax_partials_kernel<kWithGumbelNoise><<<blocks, kArgmaxThreads, 0, stream>>>(logits, vocab, noise, partials);
-  check_launch("argmax_partials_kernel");
-  argmax_finalize_kernel<<<1, kArgmaxThreads, 0, stream>>>(partials, blocks, out_token, step_to_advance);
-  check_launch("argmax_finalize_kernel");
+  launch_dependent(argmax_partials_kernel<kWithGumbelNoise>, dim3(blocks), dim3(kArgmaxThreads), 0, stream,
+                   "argmax_partials_kernel", logits, vocab, noise, partials);
+  launch_dependent(argmax_finalize_kernel, dim3(1), dim3(kArgmaxThreads), 0, stream, "argmax_finalize_kernel",
+                   static_cast<const Candidate*>(partials), blocks, out_token, step_to_advance);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -359,6 +364,8 @@ struct SliceSummary {
 __global__ __launch_bounds__(kSelectThreads) void select_slice_candidates_kernel(
     const float* logits, int vocab, int k, float temperature, bool with_softmax_sum, Candidate* candidates,
     SliceSummary* summaries) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   __shared__ SelectionStorage storage;
   __shared__ std::uint32_t max_scratch[kSelectWarps];
   __shared__ float sum_scratch[kSelectWarps];
@@ -454,6 +461,8 @@ constexpr int kDrawItemsPerThread = kMaxSamplingCandidates / kSelectThreads;
 __global__ __launch_bounds__(kSelectThreads) void draw_from_candidates_kernel(
     const Candidate* candidates, int count, const SliceSummary* summaries, int slices, int k, DrawParams params,
     std::uint64_t* step, std::int32_t* out_token) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   using RunningSum = cub::BlockScan<float, kSelectThreads>;
   __shared__ SelectionStorage selection;
   __shared__ Candidate top[kMaxSamplingCandidates];
@@ -588,12 +597,13 @@ void launch_top_k_top_p(const float* logits, int vocab, int k, DrawParams params
   auto* candidates = static_cast<Candidate*>(workspace);
   auto* summaries = reinterpret_cast<SliceSummary*>(static_cast<char*>(workspace) + candidates_bytes(vocab));
   const int slices = slice_count(vocab);
-  select_slice_candidates_kernel<<<slices, kSelectThreads, 0, stream>>>(
-      logits, vocab, k, params.temperature, params.whole_vocabulary_total, candidates, summaries);
-  check_launch("select_slice_candidates_kernel");
-  draw_from_candidates_kernel<<<1, kSelectThreads, 0, stream>>>(candidates, stage1_candidate_count(vocab, k),
-                                                                summaries, slices, k, params, step, out_token);
-  check_launch("draw_from_candidates_kernel");
+  launch_dependent(select_slice_candidates_kernel, dim3(slices), dim3(kSelectThreads), 0, stream,
+                   "select_slice_candidates_kernel", logits, vocab, k, params.temperature,
+                   params.whole_vocabulary_total, candidates, summaries);
+  launch_dependent(draw_from_candidates_kernel, dim3(1), dim3(kSelectThreads), 0, stream,
+                   "draw_from_candidates_kernel", static_cast<const Candidate*>(candidates),
+                   stage1_candidate_count(vocab, k), static_cast<const SliceSummary*>(summaries), slices, k, params,
+                   step, out_token);
 }
 
 void check_logits(const char* where, const float* logits, int vocab) {

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 
 namespace bifocal::cuda {
 
@@ -18,6 +19,8 @@ __device__ std::uint64_t mix(std::uint64_t z) {
 
 template <typename T>
 __global__ void fill_uniform_kernel(T* data, std::int64_t count, std::uint64_t seed, float scale) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const std::uint64_t bits = mix(seed * 0x100000001b3ull + std::uint64_t(i));
@@ -28,12 +31,16 @@ __global__ void fill_uniform_kernel(T* data, std::int64_t count, std::uint64_t s
 
 template <typename T>
 __global__ void fill_constant_kernel(T* data, std::int64_t count, T value) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
        i += std::int64_t(gridDim.x) * blockDim.x)
     data[i] = value;
 }
 
 __global__ void advance_decode_step_kernel(const std::int32_t* sampled, std::int32_t* next_input, std::int64_t* position) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
   *next_input = *sampled;
   *position += 1;
 }
@@ -45,21 +52,21 @@ int grid_for(std::int64_t count) { return int(std::min<std::int64_t>((count + 25
 template <typename T>
 void fill_uniform(T* data, std::int64_t count, std::uint64_t seed, float scale, cudaStream_t stream) {
   if (count <= 0) return;
-  fill_uniform_kernel<<<grid_for(count), 256, 0, stream>>>(data, count, seed, scale);
-  check_launch("fill_uniform");
+  launch_dependent(fill_uniform_kernel<T>, dim3(grid_for(count)), dim3(256), 0, stream, "fill_uniform", data, count,
+                   seed, scale);
 }
 
 template <typename T>
 void fill_constant(T* data, std::int64_t count, T value, cudaStream_t stream) {
   if (count <= 0) return;
-  fill_constant_kernel<<<grid_for(count), 256, 0, stream>>>(data, count, value);
-  check_launch("fill_constant");
+  launch_dependent(fill_constant_kernel<T>, dim3(grid_for(count)), dim3(256), 0, stream, "fill_constant", data, count,
+                   value);
 }
 
 void advance_decode_step(const std::int32_t* sampled, std::int32_t* next_input, std::int64_t* position,
                          cudaStream_t stream) {
-  advance_decode_step_kernel<<<1, 1, 0, stream>>>(sampled, next_input, position);
-  check_launch("advance_decode_step");
+  launch_dependent(advance_decode_step_kernel, dim3(1), dim3(1), 0, stream, "advance_decode_step", sampled, next_input,
+                   position);
 }
 
 template void fill_uniform<__nv_bfloat16>(__nv_bfloat16*, std::int64_t, std::uint64_t, float, cudaStream_t);
