@@ -1,15 +1,19 @@
-// The fused Bifocal decode kernel (bifocal_decode.cuh) against the CPU composition that
-// mixer/bifocal_mixer.cpp runs: CpuBackend::attention over the window cache (the SWA branch),
-// cpu::mlstm_recurrent for one token (the mLSTM branch), out = o·mLSTM + (1 − o)·SWA with
-// o = sigmoid(mix gate). Fresh random inputs (the seed is printed with any failure), for sink
-// kinds learned / tokens:4 / none, state=kv and state=q, bf16 and fp32 caches, head_dim 16 … 256,
-// GQA 4:1, 3:1 and 1:1 and Qwen3-4B's shape, over enough steps that the ring wraps several times
-// (also from an empty cache). The test plays the caller: before each step it stores the new
-// token's k, v (as T) in its slot and its position, as the contract says. Empty slots hold NaN
-// (they must never be read), the output is poisoned (0xFF = NaN).
+// The Bifocal decode step (bifocal_decode.cuh: the window attention, then the mLSTM step that
+// computes its gates and mixes) against the naive CPU composition that mixer/bifocal_mixer.cpp
+// runs: CpuBackend::attention over the window cache (the SWA branch), cpu::mlstm_recurrent for
+// one token on the gates W·x + b (GateProjections' naive products; the mLSTM branch), out =
+// o·mLSTM + (1 − o)·SWA with o = sigmoid(W_o x + b_o). Fresh random inputs (the seed is printed
+// with any failure), for sink kinds learned / tokens:4 / none, state=kv and state=q, bf16 and fp32
+// (cache, weights, x and the output), GQA groups of 1, 3, 4 and 8, head_dim 24 … 256 (64 and 128
+// among them), hidden sizes whose rows are and are not whole 16-byte chunks, Qwen3-4B's shape,
+// over enough steps that the ring wraps several times and the state carries (also from an empty
+// cache). The test plays the caller: before each step it stores the new token's k, v (as T) in
+// its slot and its position, as the contract says. Empty slots hold NaN (they must never be
+// read), the output is poisoned (0xFF = NaN).
 //
-// Tolerance 1e-5 (relative, all steps' outputs and the final state): fp32 kernels on the very
-// values the CPU sees (the window reads keys rounded to T on both sides).
+// Tolerances: the output 1e-5 relative in fp32 — fp32 kernels on the very values the CPU sees
+// (the window reads keys rounded to T on both sides) — and, in bf16, 1e-3 against the CPU's
+// output rounded to bf16 (recurrent_test_support.h's output_error); the final state 1e-5.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +38,7 @@ using testing::on_device;
 using testing::poisoned;
 using testing::relative_error;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kStateTolerance = 1e-5;
 constexpr int kPrefixTokens = 20;  // tokens that make the random starting mLSTM state
 
 enum class Sink { Learned, Tokens, None };
@@ -42,6 +46,7 @@ enum class Sink { Learned, Tokens, None };
 struct BifocalCase {
   int query_heads, kv_heads, head_dim, window;
   int start, steps;  // the first decoded position (the cache holds 0 … start − 1), and how many
+  int hidden;        // the layer input's size (the gate projections')
   Sink sink;
   bool state_per_query_head;
 };
@@ -49,8 +54,8 @@ struct BifocalCase {
 std::string name_of(const BifocalCase& c) {
   const char* sink = c.sink == Sink::Learned ? "learned" : c.sink == Sink::Tokens ? "tokens4" : "none";
   return "Hq" + std::to_string(c.query_heads) + "_Hkv" + std::to_string(c.kv_heads) + "_d" +
-         std::to_string(c.head_dim) + "_w" + std::to_string(c.window) + "_from" + std::to_string(c.start) + "_" +
-         sink + (c.state_per_query_head ? "_stateq" : "_statekv");
+         std::to_string(c.head_dim) + "_w" + std::to_string(c.window) + "_from" + std::to_string(c.start) + "_hidden" +
+         std::to_string(c.hidden) + "_" + sink + (c.state_per_query_head ? "_stateq" : "_statekv");
 }
 
 void PrintTo(const BifocalCase& c, std::ostream* out) { *out << name_of(c); }
@@ -103,10 +108,11 @@ void run_case(const BifocalCase& c) {
   const int sink_tokens = c.sink == Sink::Tokens ? 4 : 0;
   const int total = c.start + c.steps;
 
-  // Inputs for every position (q, gates of the decoded ones only are used); moderate mLSTM gates.
+  // q, k, v for every position (q of the decoded ones only is used); x and the gates of the
+  // decoded ones (token t's at t − start).
   const testing::MlstmSequence x(shape, total, rng);
+  const testing::GateProjections<T> gates(shape, c.hidden, c.steps, rng);
   const std::vector<float> stored_k = testing::as_stored<T>(x.k), stored_v = testing::as_stored<T>(x.v);
-  const std::vector<float> mix_gate = testing::normal_vector(std::size_t(total) * hq, rng, 0, 2);
   const std::vector<float> learned_sinks = testing::normal_vector(hq, rng, 1, 2);
 
   // The starting state: the cache holds positions 0 … start − 1, the mLSTM state has seen 20
@@ -125,17 +131,17 @@ void run_case(const BifocalCase& c) {
   testing::DeviceMlstmState gpu_state(cpu_state);
 
   const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v);
-  const auto input_gate = on_device(x.input_gate), forget_gate = on_device(x.forget_gate);
-  const auto mix = on_device(mix_gate), sinks = on_device(learned_sinks);
+  const auto sinks = on_device(learned_sinks);
   DeviceBuffer<std::int64_t> position(1);
-  auto out = poisoned<float>(x.q.size());
+  DeviceBuffer<std::byte> workspace(cuda::bifocal_decode_workspace_bytes(shape, c.window));
+  auto out = poisoned<T>(x.q.size());
   std::vector<float> want(x.q.size(), 0.0f);
 
   CpuBackend cpu;
   std::vector<float> gathered_keys, gathered_values, window_out(std::size_t(hq) * d), memory_out(window_out.size());
   std::vector<std::int64_t> gathered_positions;
   for (std::int64_t p = c.start; p < total; ++p) {
-    const int t = int(p);
+    const int t = int(p), step = t - c.start;
     // The caller's part: the new token in its slot, the position in device memory.
     cache.store_on_host(p, stored_k.data() + x.kv_offset(t), stored_v.data() + x.kv_offset(t));
     cache.store_on_device(p);
@@ -149,10 +155,11 @@ void run_case(const BifocalCase& c) {
     args.learned_sinks = c.sink == Sink::Learned ? sinks.data() : nullptr;
     args.position = position.data();
     args.q = q.data() + x.q_offset(t), args.k = k.data() + x.kv_offset(t), args.v = v.data() + x.kv_offset(t);
-    args.input_gate = input_gate.data() + x.gate_offset(t), args.forget_gate = forget_gate.data() + x.gate_offset(t);
-    args.mix_gate = mix.data() + std::size_t(t) * hq;
+    args.gates = gates.projections(step);
+    args.mix_weight = gates.gpu_mix_weight.data(), args.mix_bias = gates.gpu_mix_bias.data();
     args.state = gpu_state.view();
     args.out = out.data() + x.q_offset(t);
+    args.workspace = workspace.data();
     cuda::bifocal_decode(args, nullptr);
 
     // The CPU: attention over the cache's filled slots (backend.h's window rule), the mLSTM step,
@@ -174,10 +181,10 @@ void run_case(const BifocalCase& c) {
                                   .out = window_out.data()};
     cpu.attention(attention);
     cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
-                         cpu_state.view(), memory_out.data());
+                         gates.input_gate.data() + x.gate_offset(step), gates.forget_gate.data() + x.gate_offset(step),
+                         1, cpu_state.view(), memory_out.data());
     for (int h = 0; h < hq; ++h) {
-      const float o = 1.0f / (1.0f + std::exp(-mix_gate[std::size_t(t) * hq + h]));
+      const float o = 1.0f / (1.0f + std::exp(-gates.mix_gate[std::size_t(step) * hq + h]));
       for (int col = 0; col < d; ++col) {
         const std::size_t i = std::size_t(h) * d + col;
         want[x.q_offset(t) + i] = o * memory_out[i] + (1.0f - o) * window_out[i];
@@ -186,13 +193,14 @@ void run_case(const BifocalCase& c) {
   }
   testing::synchronize();
   const std::size_t from = x.q_offset(c.start);
-  static testing::ErrorLog log{"bifocal decode"};
-  EXPECT_LE(log.add(relative_error(testing::slice(out.download(), from, x.q.size() - from),
-                                   testing::slice(want, from, want.size() - from))),
-            kTolerance);
-  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kTolerance);  // fp32 gates
+  static testing::ErrorLog log{"bifocal decode (output error against its storage type's rounding)"};
+  EXPECT_LE(log.add(testing::output_error<T>(
+                testing::slice(testing::from_storage<T>(out.download()), from, x.q.size() - from),
+                testing::slice(want, from, want.size() - from))),
+            testing::output_tolerance<T>());
+  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kStateTolerance);
+  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kStateTolerance);
+  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStateTolerance);  // fp32 gates
   // The kernel reads the cache and writes nothing there.
   EXPECT_EQ(cache.gpu_positions.download(), cache.positions);
 }
@@ -206,22 +214,22 @@ TEST_P(BifocalDecode, EqualsTheCpuComposition) {
 
 std::vector<BifocalCase> all_cases() {
   struct Shape {
-    int hq, hkv, d, window, start, steps;
+    int hq, hkv, d, window, start, steps, hidden;
   };
   const Shape shapes[] = {
-      {32, 8, 128, 448, 1000, 40},  // Qwen3-4B bifocal(448), the ring full and wrapping
-      {32, 8, 128, 64, 300, 40},    // Qwen3-4B bifocal(64)
-      {4, 4, 16, 16, 0, 300},       // 1:1, from an empty cache
-      {8, 2, 64, 24, 5, 300},
-      {12, 4, 24, 12, 0, 300},      // 3 query heads per KV head
-      {6, 2, 48, 32, 100, 200},
-      {8, 2, 256, 20, 50, 100},
+      {32, 8, 128, 448, 1000, 40, 2560},  // Qwen3-4B bifocal(448), the ring full and wrapping (G = 4)
+      {32, 8, 128, 64, 300, 40, 2560},    // Qwen3-4B bifocal(64)
+      {4, 4, 64, 16, 0, 200, 64},         // 1:1 (G = 1), head_dim 64, from an empty cache
+      {16, 2, 64, 24, 5, 200, 512},       // G = 8: 10 gate rows, two register groups
+      {12, 4, 24, 12, 0, 200, 52},        // odd: 3 query heads per KV head, d 24, bf16 gate rows of 104 bytes
+      {6, 2, 48, 32, 100, 150, 96},
+      {8, 2, 256, 20, 50, 100, 256},
   };
   std::vector<BifocalCase> cases;
   for (const Shape& s : shapes)
     for (Sink sink : {Sink::Learned, Sink::Tokens, Sink::None})
       for (bool per_query : {false, true})
-        cases.push_back({s.hq, s.hkv, s.d, s.window, s.start, s.steps, sink, per_query});
+        cases.push_back({s.hq, s.hkv, s.d, s.window, s.start, s.steps, s.hidden, sink, per_query});
   return cases;
 }
 

@@ -45,6 +45,14 @@ ModelOptions on(const std::string& mixer, const std::string& backend, const std:
 
 class CudaModel : public testing::CudaTest {};
 
+// The bf16 bound per mixer. mLSTM alone is ~10× more sensitive to bf16 rounding than the
+// attention mixers: its output divides by |q̂ᵀn| (DESIGN.md "mlstm"), a running sum of keys whose
+// terms cancel. Measured on the CPU (testbed, 300 tokens): rounding only q, k and v to bf16 moves
+// the logits by 4.3% for mlstm:state=kv against 0.4% for full and swa, 0.05% for linear and 0.5%
+// for bifocal (its mix gate starts near the window branch). The fp32 tests below hold the mLSTM
+// kernels to fp32 rounding; this bound only absorbs the conditioning.
+double bf16_bound(const std::string& mixer) { return mixer.starts_with("mlstm") ? 0.15 : 3e-2; }
+
 // bf16 weights, KV and activations at the products' inputs against the CPU's fp32 on the same
 // checkpoint: the difference is bf16 rounding (2^-8 relative per operand) carried through the layers.
 TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
@@ -58,7 +66,7 @@ TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
       const Model gpu = Model::load(golden_model(name), on(mixer, "cuda"));
       for (const int chunk : {7, 64}) {
         const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
-        EXPECT_LT(error, 3e-2) << "chunk " << chunk;
+        EXPECT_LT(error, bf16_bound(mixer)) << "chunk " << chunk;
       }
     }
   }
@@ -127,7 +135,8 @@ TEST_F(CudaModel, TestbedLogitsMatchTheCpuInBf16) {
     SCOPED_TRACE(mixer);
     const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
     const Model gpu = Model::load(testbed_model(), on(mixer, "cuda"));
-    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))), 3e-2);
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))),
+              bf16_bound(mixer));
   }
 }
 

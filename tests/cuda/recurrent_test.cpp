@@ -1,9 +1,12 @@
 // The recurrent mixers' CUDA kernels (recurrent_decode.cuh, recurrent_prefill.cuh) against the
 // CPU kernels on fresh random inputs (the seed is printed with any failure):
 //   decode  300 one-token steps from a random non-zero state = the CPU recurrence, token by
-//           token (outputs of every step, and the final state);
+//           token (outputs of every step, and the final state); the mLSTM step computes its gates
+//           from the layer input (W·x + b against naive products) and writes bf16 or fp32;
 //   prefill n tokens (not a multiple of the chunk; 1; several chunks) from a non-zero state =
-//           the CPU form, outputs and final state.
+//           the CPU form, outputs and final state; the mLSTM also under strong gates (ĩ up to
+//           ±15, forget gates near 1 and saturated), over a whole 4,096-token chunk of Qwen3-4B,
+//           and as two calls in a row against one call on the concatenation.
 // Shapes: head_dim 16 … 256, GQA 4:1 and 1:1, state=kv and state=q, Qwen3-4B's (32 query heads,
 // 8 KV heads, d 128), a group of 16 query heads per state (more than one register pass);
 // LoLCATs windows in bf16 and fp32. Outputs are poisoned (0xFF = NaN) so an unwritten element
@@ -12,7 +15,9 @@
 // Tolerances, relative ‖got − want‖/‖want‖ (fp32 kernels against CPU kernels that compute in
 // double (mLSTM) or fp32 with another summation order; the states are fp32 on both sides):
 // kTolerance 1e-5 for outputs and states (measured ≤ 1e-6). The stabilizer m: the prefill steps
-// it from double gates exactly as the CPU does, 1e-6; the decode step from fp32 gates, kTolerance.
+// it from double gates exactly as the CPU does, 1e-6; the decode step from fp32 gates (and gate
+// products summed in fp32), kTolerance. A bf16 mLSTM decode output is compared with the CPU's
+// rounded to bf16 (recurrent_test_support.h's output_error, 1e-3).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include "backend/cpu/linear_attention.h"
 #include "backend/cpu/lolcats.h"
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_decode.cuh"
 #include "backend/cuda/recurrent_prefill.cuh"
 #include "cuda/recurrent_test_support.h"
@@ -45,6 +51,88 @@ constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting
 // =============================================================================================
 // mLSTM
 
+// The decode step, whose gates come from the layer input: shape and hidden size.
+struct MlstmDecodeCase {
+  cpu::MlstmShape shape;
+  int hidden;
+};
+void PrintTo(const MlstmDecodeCase& c, std::ostream* out) {
+  *out << testing::describe(c.shape) << " hidden=" << c.hidden;
+}
+
+const MlstmDecodeCase kMlstmDecodeCases[] = {
+    {{32, 8, 8, 128}, 2560},   // Qwen3-4B, state=kv: 4 query heads per state (G = 4)
+    {{32, 8, 32, 128}, 2560},  // Qwen3-4B, state=q
+    {{4, 4, 4, 16}, 64},       // 1:1 (G = 1)
+    {{16, 2, 2, 64}, 512},     // G = 8, head_dim 64
+    {{8, 2, 8, 64}, 128},      // state=q over GQA 4:1
+    {{6, 2, 2, 48}, 96},
+    {{4, 1, 1, 256}, 256},
+    {{16, 1, 1, 32}, 200},     // 16 readers: two reader passes over the registers
+    {{12, 4, 4, 24}, 52},      // odd: 3 readers, 6 column quads; bf16 rows of 104 bytes go element by element
+    {{9, 1, 1, 248}, 40},      // d = 248 (62 quads): four register batches, re-read by the second reader pass
+};
+
+// 300 one-token steps from a random non-zero state: the kernel's outputs (in T) and final state
+// against cpu::mlstm_recurrent on the gates W·x + b (GateProjections, the naive products).
+template <typename T>
+void mlstm_decode_case(const MlstmDecodeCase& c) {
+  const cpu::MlstmShape shape = c.shape;
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " hidden " + std::to_string(c.hidden) +
+               " " + testing::storage_name<T>());
+  std::mt19937 rng(seed);
+  testing::MlstmSequence x(shape, kPrefixTokens + kDecodeSteps, rng);
+  const testing::GateProjections<T> gates(shape, c.hidden, x.n, rng);
+  x.input_gate = gates.input_gate;  // the CPU takes the pre-activations the kernel computes
+  x.forget_gate = gates.forget_gate;
+
+  testing::HostMlstmState cpu_state(shape);
+  std::vector<float> prefix_out(x.q_offset(kPrefixTokens));
+  cpu::mlstm_recurrent(shape, x.q.data(), x.k.data(), x.v.data(), x.input_gate.data(), x.forget_gate.data(),
+                       kPrefixTokens, cpu_state.view(), prefix_out.data());
+  testing::DeviceMlstmState gpu_state(cpu_state);
+
+  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v);
+  auto out = poisoned<T>(x.q.size());
+  std::vector<float> want(x.q.size(), 0.0f);
+  for (int t = kPrefixTokens; t < x.n; ++t) {
+    const cuda::MlstmDecodeArgs<T> args{.shape = shape, .gates = gates.projections(t), .q = q.data() + x.q_offset(t),
+                                        .k = k.data() + x.kv_offset(t), .v = v.data() + x.kv_offset(t),
+                                        .state = gpu_state.view(), .out = out.data() + x.q_offset(t), .mix = {}};
+    cuda::mlstm_decode(args, nullptr);
+    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
+                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
+                         cpu_state.view(), want.data() + x.q_offset(t));
+  }
+  testing::synchronize();
+  const std::size_t from = x.q_offset(kPrefixTokens);
+  static ErrorLog log{"mlstm decode, 300 steps (output error against its storage type's rounding)"};
+  EXPECT_LE(log.add(testing::output_error<T>(
+                testing::slice(testing::from_storage<T>(out.download()), from, x.q.size() - from),
+                testing::slice(want, from, want.size() - from))),
+            testing::output_tolerance<T>());
+  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kTolerance);
+}
+
+class MlstmDecode : public testing::CudaTest, public ::testing::WithParamInterface<MlstmDecodeCase> {};
+
+TEST_P(MlstmDecode, StepsEqualTheCpuRecurrence) {
+  mlstm_decode_case<__nv_bfloat16>(GetParam());
+  mlstm_decode_case<float>(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlstmDecode, ::testing::ValuesIn(kMlstmDecodeCases),
+                         [](const ::testing::TestParamInfo<MlstmDecodeCase>& info) {
+                           const auto& s = info.param.shape;
+                           return "Hq" + std::to_string(s.query_heads) + "_Hkv" + std::to_string(s.kv_heads) + "_S" +
+                                  std::to_string(s.states) + "_d" + std::to_string(s.head_dim) + "_hidden" +
+                                  std::to_string(info.param.hidden);
+                         });
+
+// The chunkwise prefill (recurrent_chunkwise.cuh's mlstm_prefill, parallel over chunks): shapes.
 struct MlstmCase {
   cpu::MlstmShape shape;
 };
@@ -54,84 +142,104 @@ const MlstmCase kMlstmCases[] = {
     {{32, 8, 8, 128}},   // Qwen3-4B, state=kv: 4 query heads per state
     {{32, 8, 32, 128}},  // Qwen3-4B, state=q
     {{4, 4, 4, 16}},     // 1:1
-    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},
-    {{16, 1, 1, 32}},    // 16 readers: two register passes over the state
+    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},  // d = 256: chunks of 32
+    {{16, 1, 1, 32}},    // 16 query heads per state
 };
+
+// Gates of a prefill test. Moderate: MlstmSequence's (ĩ ~ N(0, 1), f̃ ~ N(2, 3)), the stabilizer
+// small and often reset. Strong: input pre-activations ~ N(0, 20), so after the soft cap ĩ spreads
+// over ±15 and m sits near 15, where the floor e^{−m} of the denominator no longer holds off a
+// cancelling q̂ᵀn (the kernel's double normaliser path must); forget pre-activations uniform in
+// [2, 40] (f ≥ 0.88: long memory; a third past the cap, logf ≈ −3e-7, which an fp32 m ≈ 15 does
+// not resolve, so m stays put and must be stepped as the CPU steps it).
+enum class Gates { Moderate, Strong };
+
+const char* name_of(Gates gates) { return gates == Gates::Moderate ? "moderate gates" : "strong gates"; }
+
+testing::MlstmSequence mlstm_sequence(const cpu::MlstmShape& shape, int tokens, Gates gates, std::mt19937& rng) {
+  testing::MlstmSequence x(shape, tokens, rng);
+  if (gates == Gates::Strong) {
+    std::normal_distribution<float> input(0.0f, 20.0f);
+    std::uniform_real_distribution<float> forget(2.0f, 40.0f);
+    for (float& g : x.input_gate) g = input(rng);
+    for (float& g : x.forget_gate) g = forget(rng);
+  }
+  return x;
+}
+
+// n tokens from a non-zero state (kPrefixTokens run on the CPU): the GPU prefill — one call, or two
+// calls split after `split` tokens — against cpu::mlstm_recurrent over the n tokens in one call
+// (C, n carried in double, rounded once): outputs, and the state the calls leave.
+void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates gates, int split, std::mt19937& rng,
+                                      ErrorLog& log) {
+  const testing::MlstmSequence x = mlstm_sequence(shape, kPrefixTokens + n, gates, rng);
+  testing::HostMlstmState cpu_state(shape);
+  std::vector<float> out_cpu(x.q.size());
+  cpu::mlstm_recurrent(shape, x.q.data(), x.k.data(), x.v.data(), x.input_gate.data(), x.forget_gate.data(),
+                       kPrefixTokens, cpu_state.view(), out_cpu.data());
+  testing::DeviceMlstmState gpu_state(cpu_state);
+
+  const std::size_t from = x.q_offset(kPrefixTokens), outputs = x.q.size() - from;
+  const std::size_t kv_from = x.kv_offset(kPrefixTokens), gates_from = x.gate_offset(kPrefixTokens);
+  cpu::mlstm_recurrent(shape, x.q.data() + from, x.k.data() + kv_from, x.v.data() + kv_from,
+                       x.input_gate.data() + gates_from, x.forget_gate.data() + gates_from, n, cpu_state.view(),
+                       out_cpu.data() + from);
+
+  const auto q = on_device(testing::slice(x.q, from, outputs));
+  const auto k = on_device(testing::slice(x.k, kv_from, x.k.size() - kv_from));
+  const auto v = on_device(testing::slice(x.v, kv_from, x.v.size() - kv_from));
+  const std::size_t gate_count = std::size_t(n) * shape.states;
+  const auto input_gate = on_device(testing::slice(x.input_gate, gates_from, gate_count));
+  const auto forget_gate = on_device(testing::slice(x.forget_gate, gates_from, gate_count));
+  auto out = poisoned<float>(outputs);
+  // Sized for all n tokens, it serves the shorter calls too; poisoned, so that nothing is read
+  // before this call writes it.
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
+  const auto run = [&](int begin, int count) {
+    cuda::mlstm_prefill(shape, q.data() + x.q_offset(begin), k.data() + x.kv_offset(begin),
+                        v.data() + x.kv_offset(begin), input_gate.data() + x.gate_offset(begin),
+                        forget_gate.data() + x.gate_offset(begin), count, gpu_state.view(),
+                        out.data() + x.q_offset(begin), workspace.data(), nullptr);
+  };
+  if (split > 0 && split < n) {
+    run(0, split);
+    run(split, n - split);
+  } else {
+    run(0, n);
+  }
+  testing::synchronize();
+  EXPECT_LE(log.add(relative_error(out.download(), testing::slice(out_cpu, from, outputs))), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStabilizerTolerance);
+}
 
 class MlstmKernels : public testing::CudaTest, public ::testing::WithParamInterface<MlstmCase> {};
 
-TEST_P(MlstmKernels, DecodeStepsEqualTheCpuRecurrence) {
-  const cpu::MlstmShape shape = GetParam().shape;
-  const unsigned seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape));
-  std::mt19937 rng(seed);
-  const testing::MlstmSequence x(shape, kPrefixTokens + kDecodeSteps, rng);
-
-  testing::HostMlstmState cpu_state(shape);
-  std::vector<float> prefix_out(x.q_offset(kPrefixTokens));
-  cpu::mlstm_recurrent(shape, x.q.data(), x.k.data(), x.v.data(), x.input_gate.data(), x.forget_gate.data(),
-                       kPrefixTokens, cpu_state.view(), prefix_out.data());
-  testing::DeviceMlstmState gpu_state(cpu_state);
-
-  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v);
-  const auto input_gate = on_device(x.input_gate), forget_gate = on_device(x.forget_gate);
-  auto out = poisoned<float>(x.q.size());
-  std::vector<float> want(x.q.size(), 0.0f);
-  for (int t = kPrefixTokens; t < x.n; ++t) {
-    cuda::mlstm_decode(shape, q.data() + x.q_offset(t), k.data() + x.kv_offset(t), v.data() + x.kv_offset(t),
-                       input_gate.data() + x.gate_offset(t), forget_gate.data() + x.gate_offset(t), gpu_state.view(),
-                       out.data() + x.q_offset(t), nullptr);
-    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
-                         cpu_state.view(), want.data() + x.q_offset(t));
-  }
-  testing::synchronize();
-  const std::size_t from = x.q_offset(kPrefixTokens);
-  static ErrorLog log{"mlstm decode, 300 steps"};
-  EXPECT_LE(log.add(relative_error(testing::slice(out.download(), from, x.q.size() - from),
-                                   testing::slice(want, from, want.size() - from))),
-            kTolerance);
-  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kTolerance);
-}
-
+// One chunk or less (1, 7, 64 = L), several with a partial last one (100, 333), both gate regimes.
 TEST_P(MlstmKernels, PrefillEqualsTheCpuRecurrenceFromANonZeroState) {
   const cpu::MlstmShape shape = GetParam().shape;
   const unsigned seed = testing::fresh_seed();
   std::mt19937 rng(seed);
   static ErrorLog log{"mlstm prefill"};
-  for (int n : {1, 7, 64, 100, 333}) {
-    SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n));
-    const testing::MlstmSequence x(shape, kPrefixTokens + n, rng);
-    testing::HostMlstmState cpu_state(shape);
-    std::vector<float> out_cpu(x.q.size());
-    cpu::mlstm_recurrent(shape, x.q.data(), x.k.data(), x.v.data(), x.input_gate.data(), x.forget_gate.data(),
-                         kPrefixTokens, cpu_state.view(), out_cpu.data());
-    testing::DeviceMlstmState gpu_state(cpu_state);
+  for (const Gates gates : {Gates::Moderate, Gates::Strong})
+    for (int n : {1, 7, 64, 100, 333}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n) + " " +
+                   name_of(gates));
+      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log);
+    }
+}
 
-    // The CPU recurrence over n tokens in one call (C, n carried in double, rounded at the end).
-    const std::size_t from = x.q_offset(kPrefixTokens), outputs = x.q.size() - from;
-    cpu::mlstm_recurrent(shape, x.q.data() + from, x.k.data() + x.kv_offset(kPrefixTokens),
-                         x.v.data() + x.kv_offset(kPrefixTokens), x.input_gate.data() + x.gate_offset(kPrefixTokens),
-                         x.forget_gate.data() + x.gate_offset(kPrefixTokens), n, cpu_state.view(),
-                         out_cpu.data() + from);
-
-    const auto q = on_device(testing::slice(x.q, from, outputs));
-    const auto k = on_device(testing::slice(x.k, x.kv_offset(kPrefixTokens), x.k.size() - x.kv_offset(kPrefixTokens)));
-    const auto v = on_device(testing::slice(x.v, x.kv_offset(kPrefixTokens), x.v.size() - x.kv_offset(kPrefixTokens)));
-    const std::size_t gates = std::size_t(n) * shape.states;
-    const auto input_gate = on_device(testing::slice(x.input_gate, x.gate_offset(kPrefixTokens), gates));
-    const auto forget_gate = on_device(testing::slice(x.forget_gate, x.gate_offset(kPrefixTokens), gates));
-    auto out = poisoned<float>(outputs);
-    cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), input_gate.data(), forget_gate.data(), n, gpu_state.view(),
-                        out.data(), nullptr);
-    testing::synchronize();
-    EXPECT_LE(log.add(relative_error(out.download(), testing::slice(out_cpu, from, outputs))), kTolerance);
-    EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
-    EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
-    EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStabilizerTolerance);
-  }
+// Consecutive calls continue one sequence: 77 then 223 tokens (neither a multiple of the chunk)
+// equal 300 in one call. Moderate gates: the state is rounded to fp32 between the calls, which a
+// cancelling q̂ᵀn under strong gates would magnify past the tolerance (tests/mlstm_test.cpp).
+TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
+  const cpu::MlstmShape shape = GetParam().shape;
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape));
+  std::mt19937 rng(seed);
+  static ErrorLog log{"mlstm prefill, two calls"};
+  expect_prefill_equals_recurrence(shape, 300, Gates::Moderate, 77, rng, log);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
@@ -140,6 +248,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
                            return "Hq" + std::to_string(s.query_heads) + "_Hkv" + std::to_string(s.kv_heads) + "_S" +
                                   std::to_string(s.states) + "_d" + std::to_string(s.head_dim);
                          });
+
+// A whole 4,096-token prefill chunk of Qwen3-4B (64 chunks of 64: the scan and the stabilizer
+// chain over many chunks), state=kv and state=q, both gate regimes; and the same chunk in two calls.
+TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const unsigned seed = testing::fresh_seed();
+  std::mt19937 rng(seed);
+  static ErrorLog log{"mlstm prefill, 4,096 tokens"};
+  for (const cpu::MlstmShape shape : {cpu::MlstmShape{32, 8, 8, 128}, cpu::MlstmShape{32, 8, 32, 128}}) {
+    for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " " + name_of(gates));
+      expect_prefill_equals_recurrence(shape, 4096, gates, 0, rng, log);
+    }
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " two calls, 1,000 + 3,096");
+    expect_prefill_equals_recurrence(shape, 4096, Gates::Moderate, 1000, rng, log);
+  }
+}
 
 // =============================================================================================
 // Linear attention and LoLCATs

@@ -1,359 +1,533 @@
-// Decode attention (one query token over the KV cache), flash-decoding style, and the store of
-// new keys/values into their cache slots. Contracts in attention_decode.cuh.
+// Decode attention (one query token over the KV cache), flash-decoding style: the long-cache
+// split kernel and the dispatch of both paths. Contracts in attention_decode.cuh.
 //
 // The math (DESIGN.md "full", "swa", learned sink): for query head h at position p,
 //   o = Σ_j e^{s_j − m} v_j / (Σ_j e^{s_j − m} + e^{S_h − m}),  s_j = q·k_j / √d,
-// over the visible slots j, m the max logit. The slots are cut into `splits` contiguous chunks; a
-// block (chunk, KV head, group slice) keeps the online-softmax state (m, l, acc) of each of its
-// query heads and writes it unnormalised; the combine kernel rescales the partials to the common
-// max and divides once. Logits are kept in base 2 (q is pre-multiplied by log2(e)/√d) so each
-// weight is one exp2f; the learned sink is converted likewise.
+// over the visible slots j, m the max logit. Logits are kept in base 2 (q is pre-multiplied by
+// log2(e)/√d) so each weight is one exp2f; the learned sink is converted likewise.
 //
-// Cost: every visible key and value row is read once per block slice (once in all for GQA groups
-// of ≤ 8 heads), 2·d·sizeof(T) bytes per slot and KV head; ~4·d flops per byte pair per query
-// head, so the kernel is bound by HBM bandwidth. 16-byte loads, keys and values of U slots issued
-// together before any arithmetic so that each lane has 2·U loads in flight.
+// ---- Cost model (H200: 132 SMs, ~1.98 GHz, 4.25 TB/s copy; Qwen3-4B: Hq 32, Hkv 8, d 128) ----
+// A slot-head (one slot of one KV head) is 2·d·2 = 512 bytes of bf16 key + value. At 4 TB/s an
+// SM must take one every 34 clocks: 134 warp-instruction issue slots (4 schedulers).
+// The previous kernel (2.27 TB/s at 256K slots) lost on every count:
+//  * issue: 16 lanes per key row; per slot-head 16 + 16 FMA (q·k, p·v, 4 heads), 8 SHFL + 8 FADD
+//    (4 butterfly steps per head per key), 8 bf16 unpacks, 2.5 exp2 (every lane of a key group
+//    computed all weights), ~20 of int64 index, slot_positions and mask math: ~75, 56% of issue;
+//  * in flight: 134 registers → 12 warps per SM, 4 slots × (k, v) × 16 B per lane: ≤ 48 KiB per
+//    SM and only while a warp waits (it loaded, waited, then computed with nothing in flight),
+//    where 4 TB/s at a loaded latency of ~1–1.5 µs needs 30–45 KiB in flight all the time;
+//  * waves: 2048 blocks over 396 resident = 5.2 waves, the last 17% full (~14% lost).
+// This kernel, bf16 cache:
+//  * tensor cores: per 16-slot tile and KV head S = K·Q (mma M = 16 slots, N = 8 query heads of
+//    the group, padded) and Oᵀ += Vᵀ·Pᵀ (M = 16 columns of d), mma.sync m16n8k16, operands by
+//    ldmatrix(.trans) from shared memory. No dot product is reduced with shuffles. fp32 accuracy:
+//    q = q₁ + q₂ + q₃ in bf16 (residual 2⁻²⁷), P = P₁ + P₂ (2⁻¹⁸; the denominator sums the same
+//    parts, so the weights stay a consistent softmax), each tile's Oᵀ merged into fp32 registers
+//    by one FFMA (acc·c + o), never accumulated across tiles in the tensor core. Per tile
+//    (d = 128): 24 + 16 mma, 16 ldmatrix, 6 exp2, 6 shuffles, 4 movmatrix (S's fragment
+//    transposed into Pᵀ's), 32 FFMA, 16 cp.async: ~10 instructions per slot-head, 7% of issue;
+//  * in flight: each warp streams its tiles through its own 3-stage cp.async ring (8 KiB per
+//    stage; zero-filling 16-byte copies), two tiles in flight while it computes the third; 4 warps
+//    and 108 KiB per block, 2 blocks per SM: 128 KiB in flight per SM, ~3× what latency asks;
+//  * waves: one wave of blocks (2 per SM), each a contiguous slot range; blockIdx.x is the KV
+//    head, so the blocks of one range run side by side over the same 2 KiB slot rows;
+//  * masks: a linear cache (slot_positions == nullptr) decides visibility from the slot index:
+//    no position loads, hidden rows zero-filled without a read, nothing past p visited. A ring
+//    stages its 16 positions with the tile and zeroes empty slots' values (0·NaN poisons an mma).
+// Expected ~3.8–4.0 TB/s (90–95% of copy) at 128K–256K slots: HBM-bound with issue to spare.
+// Caches of ≤ kWindowDecodeMaxSlots (2K) slots do not come here: at that size the work is a few
+// memory round trips, and this kernel's ring prologue, serial mma chain per tile and separate
+// combine (7–10 µs per layer with the store at swa 576, against 0.6 µs of bytes) lose to the
+// one-launch cluster kernel of attention_decode_window.cu (its own cost model). A split that
+// finds a single range (huge head counts) still writes its output directly. Every kernel is a
+// programmatic dependent (PDL). An fp32 cache takes the same staging with plain fp32 FMA (exact;
+// not tuned).
+//
+// Files: this one; attention_decode_combine.cu (the split plan, the partials' workspace and the
+// combine kernel); attention_decode_split.cuh (what the two share); attention_decode_window.cu
+// (a short cache); store_kv_slots.cu (the store of new keys/values in their cache slots).
 #include "backend/cuda/attention_decode.cuh"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "backend/cuda/attention_decode_split.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "bifocal/error.h"
 
 namespace bifocal::cuda {
 namespace {
 
-constexpr int kDecodeThreads = 128;
-constexpr int kSlotsInFlight = 4;          // U: slots each lane group loads before computing
-// How the slots are cut into splits (plan_splits): at least kMinSlotsPerSplit per split (one
-// step of the slot loop), kSlotsPerSplit once the cache is long enough to fill kMinBlocks
-// blocks (then a split's partial costs < 5% of its reads), and at most kMaxBlocks blocks in all
-// (~5 waves of resident blocks on the H200's 132 SMs, so the last partial wave costs little).
-constexpr int kMinSlotsPerSplit = 32;
-constexpr int kSlotsPerSplit = 256;
-constexpr int kMinBlocks = 264;
-constexpr int kMaxBlocks = 2048;
-constexpr int kCombineThreads = 256;
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace attention_decode_detail;
 
-using device::key_visible;
-using device::unpack16;
+constexpr int kStages = 3;          // tiles of each warp's cp.async ring
+constexpr int kMaxSharedBytes = 227 * 1024;  // the sm_90 per-block limit
 
-// One query head group of GQA is split into slices of at most GROUP heads per block; the
-// registers of a lane hold GROUP query and accumulator slices.
-int group_tile(int group_size) { return group_size == 1 ? 1 : group_size == 2 ? 2 : group_size <= 4 ? 4 : 8; }
+// ---- PTX wrappers ----------------------------------------------------------------------------
 
-// Lanes that share one key row: enough 16-byte vectors to cover head_dim, a power of two ≤ 32.
-int lanes_per_key(int head_dim, std::size_t element_bytes) {
-  const int vectors = head_dim / int(16 / element_bytes);
-  int lanes = 1;
-  while (lanes < vectors && lanes < 32) lanes *= 2;
-  return lanes;
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global → shared, bypassing L1; the bytes past src_bytes (all when 0) are zeroes.
+__device__ __forceinline__ void copy16_async(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+// Four 8×8 bf16 matrices; lanes 8i … 8i+7 give the row addresses of matrix i.
+__device__ __forceinline__ void load_matrices(unsigned address, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address) : "memory");
+}
+__device__ __forceinline__ void load_matrices_transposed(unsigned address, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address) : "memory");
+}
+// c += a·b, A 16×16 (row), B 16×8 (col), bf16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                            std::uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// The 8×8 bf16 matrix whose row lane/4, columns 2(lane%4) + {0,1} this lane holds, transposed
+// into the same layout.
+__device__ __forceinline__ std::uint32_t transpose_matrix(std::uint32_t x) {
+  std::uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+__device__ __forceinline__ std::uint32_t bits_of(__nv_bfloat162 x) { return *reinterpret_cast<std::uint32_t*>(&x); }
+
+// Max / sum over the lanes that differ only in lane bits [log2 first, log2 last]: xor butterflies.
+__device__ __forceinline__ float max_over_lanes(float x, int first, int last) {
+  for (int offset = first; offset <= last; offset *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+__device__ __forceinline__ float sum_over_lanes(float x, int first, int last) {
+  for (int offset = first; offset <= last; offset *= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
 }
 
-struct SplitPlan {
-  int splits, group_tile, slices;
+// Shared memory of one block: q (fp32, [kHeadsPerUnit][16·DT], pre-scaled), then each warp's
+// ring of kStages stages: keys [16][pitch], values [16][pitch], positions int64[16]. A row's
+// pitch is an odd number of 16-byte units ≥ its bytes + 16: ldmatrix's 8 rows then fall in 8
+// different bank groups, and a bf16 row of d ≡ 8 (mod 16) has room for its zero chunk.
+struct StageLayout {
+  int pitch, stage_bytes, warp_bytes, warps, shared_bytes;
 };
 
-SplitPlan plan_splits(std::int64_t slots, int query_heads, int kv_heads) {
-  const int tile = group_tile(query_heads / kv_heads);
-  const int slices = (query_heads / kv_heads + tile - 1) / tile;
-  const std::int64_t blocks_per_split = std::int64_t(kv_heads) * slices;
-  const std::int64_t finest = (slots + kMinSlotsPerSplit - 1) / kMinSlotsPerSplit;
-  const std::int64_t enough = (kMinBlocks + blocks_per_split - 1) / blocks_per_split;
-  const std::int64_t wanted = std::max((slots + kSlotsPerSplit - 1) / kSlotsPerSplit, std::min(finest, enough));
-  const std::int64_t most = std::max<std::int64_t>(1, kMaxBlocks / blocks_per_split);
-  return {int(std::clamp<std::int64_t>(wanted, 1, most)), tile, slices};
+template <typename T>
+StageLayout stage_layout(int head_dim, int d_tiles) {
+  const int units = head_dim * int(sizeof(T)) / 16;
+  const int pitch = 16 * (units % 2 == 0 ? units + 1 : units + 2);
+  const int stage = 2 * kTileSlots * pitch + kTileSlots * int(sizeof(std::int64_t));
+  const int q_bytes = kHeadsPerUnit * 16 * d_tiles * int(sizeof(float));
+  const int warps = std::clamp((kMaxSharedBytes - q_bytes) / (kStages * stage), 1, kMaxWarps);
+  return {pitch, stage, kStages * stage, warps, q_bytes + warps * kStages * stage};
 }
 
-// Workspace layout, all fp32: partial accumulator [splits, Hq, d] first (its rows stay 16-byte
-// aligned for float4 reads), partial max (base-2 logits) [splits, Hq], partial sum [splits, Hq].
-struct Partials {
-  float* acc;
-  float* max;
-  float* sum;
+// ---- Tile staging (device) -------------------------------------------------------------------
+
+// Which slots of the cache a block reads, and how visibility is decided.
+struct SlotRange {
+  std::int64_t position;   // the query's p
+  std::int64_t end;        // slots [0, end) exist for this call (a linear cache: p + 1)
+  bool ring;               // slot_positions given
 };
 
-Partials partials_in(void* workspace, int splits, int query_heads, int head_dim) {
-  auto* base = static_cast<float*>(workspace);
-  const std::size_t heads = std::size_t(splits) * query_heads;
-  return {base, base + heads * head_dim, base + heads * (head_dim + 1)};
+// Copies tile [first, first + 16) of KV head `kv` into `stage`: 16-byte chunks, LANES lanes per
+// row, ROWS_AT_ONCE rows per pass. Rows past `end`, and a linear cache's hidden rows, are
+// zero-filled without a read; a whole tile (nearly every one) skips those per-row checks. A row
+// of an odd number of chunks (bf16, d ≡ 8 mod 16) gets a zero chunk after it: the mma's last
+// k-step then reads 8 zero columns (against zero q), not the next row.
+template <typename T, int DT>
+__device__ void copy_tile(const DecodeAttentionArgs<T>& a, int kv, std::int64_t first, const SlotRange& range,
+                          unsigned char* stage, int pitch, int lane) {
+  constexpr int CHUNKS = 16 * DT * int(sizeof(T)) / 16;  // a power of two ≥ the row's chunks
+  constexpr int LANES = CHUNKS < 32 ? CHUNKS : 32;
+  constexpr int ROWS_AT_ONCE = 32 / LANES, CHUNKS_PER_LANE = CHUNKS / LANES;
+  constexpr int VEC = 16 / int(sizeof(T));
+  const int row_chunks = a.head_dim / VEC, padded_chunks = sizeof(T) == 2 ? (row_chunks + 1) & ~1 : row_chunks;
+  const std::int64_t row_stride = std::int64_t(a.kv_heads) * a.head_dim;
+  const int lane_row = lane / LANES, lane_chunk = lane % LANES;
+  const std::int64_t lane_offset = (first + lane_row) * row_stride + std::int64_t(kv) * a.head_dim + lane_chunk * VEC;
+  const unsigned keys = shared_address(stage) + lane_row * pitch + lane_chunk * 16;
+  const unsigned values = keys + kTileSlots * pitch;
+  const auto copy_rows = [&](auto checked) {
+    #pragma unroll
+    for (int pass = 0; pass < kTileSlots / ROWS_AT_ONCE; ++pass) {
+      bool wanted = true;
+      if constexpr (decltype(checked)::value) {
+        const std::int64_t slot = first + pass * ROWS_AT_ONCE + lane_row;
+        wanted = slot < range.end &&
+                 (range.ring || device::key_visible(range.position, slot, a.window, a.sink_tokens));
+      }
+      const std::int64_t offset = lane_offset + pass * ROWS_AT_ONCE * row_stride;
+      #pragma unroll
+      for (int c = 0; c < CHUNKS_PER_LANE; ++c) {
+        const int chunk = lane_chunk + c * LANES;
+        if (chunk >= padded_chunks) continue;
+        const bool read = wanted && chunk < row_chunks;
+        const unsigned to = pass * ROWS_AT_ONCE * pitch + c * LANES * 16;
+        copy16_async(keys + to, a.keys + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
+        copy16_async(values + to, a.values + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
+      }
+    }
+  };
+  if (first + kTileSlots <= range.end && (range.ring || a.window == 0))
+    copy_rows(std::false_type{});
+  else
+    copy_rows(std::true_type{});
+  if (range.ring && lane < kTileSlots / 2) {  // two int64 positions per lane
+    const std::int64_t slot = first + 2 * lane;
+    const int bytes = slot + 1 < range.end ? 16 : slot < range.end ? 8 : 0;
+    copy16_async(shared_address(stage) + 2 * kTileSlots * pitch + 16 * lane, a.slot_positions + (bytes ? slot : 0),
+                 bytes);
+  }
 }
 
-// One block: the slots of chunk blockIdx.x for KV head blockIdx.y and query heads
-// [first_head, first_head + heads) of its group. Lanes are grouped LANES to a key row; each
-// lane holds VPL 16-byte vectors of q, k, v and the accumulator (ELEMS floats per head).
-template <typename T, int LANES, int GROUP>
-__global__ void __launch_bounds__(kDecodeThreads)
-    attention_decode_split_kernel(DecodeAttentionArgs<T> a, Partials partials) {
-  constexpr int VEC = 16 / sizeof(T);
-  constexpr int VPL = (sizeof(T) == 4 && LANES == 32) ? 2 : 1;  // fp32 head_dim up to 256
-  constexpr int ELEMS = VEC * VPL;
-  constexpr int KEY_GROUPS = kDecodeThreads / LANES;
-  constexpr int ROW = LANES * ELEMS;  // the widest head_dim this instantiation covers
-  constexpr int U = kSlotsInFlight;
+// Bit r: slot first + r is visible. Lanes r and r + 16 decide row r (the same answer).
+template <typename T>
+__device__ unsigned visible_rows(const DecodeAttentionArgs<T>& a, std::int64_t first, const SlotRange& range,
+                                 const unsigned char* stage, int pitch, int lane) {
+  const int row = lane % kTileSlots;
+  const std::int64_t slot = first + row;
+  std::int64_t key_position = slot;
+  if (range.ring) key_position = reinterpret_cast<const std::int64_t*>(stage + 2 * kTileSlots * pitch)[row];
+  const bool visible = slot < range.end && device::key_visible(range.position, key_position, a.window, a.sink_tokens);
+  return __ballot_sync(0xffffffffu, visible) & 0xffffu;
+}
 
-  const int d = a.head_dim, vectors = d / VEC;
-  const int group_size = a.query_heads / a.kv_heads;
-  const int kv = blockIdx.y;
-  const int first_head = kv * group_size + blockIdx.z * GROUP;
-  const int heads = min(GROUP, group_size - int(blockIdx.z) * GROUP);
-  const int lane = threadIdx.x % LANES, key_group = threadIdx.x / LANES;
+// A ring's hidden rows inside the range were copied (an empty slot may hold NaN): zero their
+// values, so that their zero weights multiply zeros.
+__device__ void zero_hidden_values(unsigned char* stage, int pitch, int row_bytes, unsigned hidden, int lane) {
+  if (hidden == 0) return;
+  unsigned char* values = stage + kTileSlots * pitch;
+  for (; hidden != 0; hidden &= hidden - 1) {
+    const int row = __ffs(hidden) - 1;
+    for (int c = 16 * lane; c < row_bytes; c += 16 * 32)
+      *reinterpret_cast<uint4*>(values + row * pitch + c) = make_uint4(0, 0, 0, 0);
+  }
+  __syncwarp();
+}
 
-  // The chunk: slots [begin, end). A linear cache (no slot positions) is read only up to p.
-  const std::int64_t p = *a.query_position;
-  const std::int64_t filled = a.slot_positions ? a.slots : min(a.slots, p + 1);
-  // (A long, barely used linear cache gives whole steps to the first blocks; the rest idle.)
-  const std::int64_t chunk = max((filled + gridDim.x - 1) / gridDim.x, std::int64_t(kMinSlotsPerSplit));
-  const std::int64_t begin = blockIdx.x * chunk, end = min(begin + chunk, filled);
+// ---- Tile arithmetic: tensor cores (bf16 cache) ----------------------------------------------
 
-  // q, pre-scaled so that q·k is the base-2 logit log2(e)·s_j.
+// One warp's online-softmax state over its tiles, in mma fragments. Lane (g, t) = (lane/4,
+// lane%4) holds logits of slots g, g + 8 for heads 2t, 2t + 1, and Oᵀ rows 16i + g, 16i + g + 8
+// (columns of d) for the same two heads: the heads never change hands between S and O.
+template <int DT>
+struct TensorCoreTile {
+  static constexpr int D_PAD = 16 * DT;
+  std::uint32_t q[DT][3][2];  // per k-step, per bf16 part: the B fragment (Q transposed)
+  float acc[DT][4];
+  float max[2], sum[2];
+
+  __device__ void start(const float* q_shared) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    #pragma unroll
+    for (int j = 0; j < DT; ++j)
+      #pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float x = q_shared[g * D_PAD + 16 * j + 8 * r + 2 * t], y = q_shared[g * D_PAD + 16 * j + 8 * r + 2 * t + 1];
+        #pragma unroll
+        for (int part = 0; part < 3; ++part) {  // x = Σ parts to 2⁻²⁷
+          const __nv_bfloat162 bf = __floats2bfloat162_rn(x, y);
+          q[j][part][r] = bits_of(bf);
+          x -= __low2float(bf);
+          y -= __high2float(bf);
+        }
+      }
+    #pragma unroll
+    for (int i = 0; i < DT; ++i)
+      #pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][r] = 0.0f;
+    max[0] = max[1] = -INFINITY;
+    sum[0] = sum[1] = 0.0f;
+  }
+
+  __device__ void add_tile(const unsigned char* stage, int pitch, unsigned visible, int d) {
+    const int lane = threadIdx.x % 32, g = lane / 4;
+    // S = K·Q: matrix i of ldmatrix = slots 8(i%2) …, columns 8(i/2) … of the k-step.
+    const unsigned keys = shared_address(stage) + (lane % 8 + 8 * (lane / 8 % 2)) * pitch + 16 * (lane / 16);
+    float s[3][4] = {};
+    #pragma unroll
+    for (int j = 0; j < DT; ++j) {
+      if (16 * j >= d) break;  // (d ≡ 8 mod 16: the last step's upper 8 columns are zeroes in k and q)
+      std::uint32_t k[4];
+      load_matrices(keys + 32 * j, k);
+      #pragma unroll
+      for (int part = 0; part < 3; ++part) mma_16x8x16(s[part], k, q[j][part][0], q[j][part][1]);
+    }
+    // Mask (a select: a hidden row's logit may be NaN), tile max per head over the 8 lanes of
+    // the same t, then the online-softmax step. `shift` keeps e^{−∞ − shift} = 0 finite.
+    const bool low_visible = (visible >> g) & 1u, high_visible = (visible >> (g + 8)) & 1u;
+    float logit[4];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+      logit[i] = (i < 2 ? low_visible : high_visible) ? s[0][i] + (s[1][i] + s[2][i]) : -INFINITY;
+    float correction[2], weight[4];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float new_max = fmaxf(max[h], max_over_lanes(fmaxf(logit[h], logit[h + 2]), 4, 16));
+      const float shift = new_max == -INFINITY ? 0.0f : new_max;
+      correction[h] = exp2f(max[h] - shift);
+      sum[h] *= correction[h];
+      weight[h] = exp2f(logit[h] - shift);
+      weight[h + 2] = exp2f(logit[h + 2] - shift);
+      max[h] = new_max;
+    }
+    // Pᵀ (slots × heads) as the B operand in two bf16 parts: the logit fragment (rows = slots)
+    // transposed by movmatrix, slots 0–7 and 8–15 separately. The denominator sums the parts.
+    std::uint32_t p[2][2];
+    #pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const __nv_bfloat162 high = __floats2bfloat162_rn(weight[2 * half], weight[2 * half + 1]);
+      const __nv_bfloat162 low = __floats2bfloat162_rn(weight[2 * half] - __low2float(high),
+                                                        weight[2 * half + 1] - __high2float(high));
+      p[0][half] = transpose_matrix(bits_of(high));
+      p[1][half] = transpose_matrix(bits_of(low));
+      const float2 kept_high = __bfloat1622float2(high), kept_low = __bfloat1622float2(low);
+      sum[0] += kept_high.x + kept_low.x;
+      sum[1] += kept_high.y + kept_low.y;
+    }
+    // Oᵀ += Vᵀ·Pᵀ: matrix i of ldmatrix.trans = slots 8(i/2) …, columns 8(i%2) … of the m-tile.
+    const unsigned values = shared_address(stage + kTileSlots * pitch) + (lane % 8 + 8 * (lane / 16)) * pitch +
+                            16 * (lane / 8 % 2);
+    #pragma unroll
+    for (int i = 0; i < DT; ++i) {
+      if (16 * i >= d) break;
+      std::uint32_t v[4];
+      load_matrices_transposed(values + 32 * i, v);
+      float o[4] = {};
+      mma_16x8x16(o, v, p[0][0], p[0][1]);
+      mma_16x8x16(o, v, p[1][0], p[1][1]);
+      #pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][r] = fmaf(acc[i][r], correction[r % 2], o[r]);
+    }
+  }
+
+  // This warp's max, Σ and accumulator ([kHeadsPerUnit][D_PAD]) into shared memory.
+  __device__ void store(float* warp_max, float* warp_sum, float* warp_acc, int d) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    sum[0] = sum_over_lanes(sum[0], 4, 16), sum[1] = sum_over_lanes(sum[1], 4, 16);
+    if (g == 0) {
+      warp_max[2 * t] = max[0], warp_max[2 * t + 1] = max[1];
+      warp_sum[2 * t] = sum[0], warp_sum[2 * t + 1] = sum[1];
+    }
+    #pragma unroll
+    for (int i = 0; i < DT; ++i)
+      #pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int column = 16 * i + g + 8 * (r / 2);
+        if (column < d) warp_acc[(2 * t + r % 2) * D_PAD + column] = acc[i][r];
+      }
+  }
+};
+
+// ---- Tile arithmetic: fp32 cache (plain FMA; exact, not tuned) -------------------------------
+
+// Lane (row, parity) = (lane%16, lane/16) computes slot row's logits for heads parity + 2j; for
+// p·v every lane owns columns lane + 32k of all 8 heads.
+template <int DT>
+struct Fp32Tile {
+  static constexpr int D_PAD = 16 * DT, COLUMNS = (D_PAD + 31) / 32;
+  const float* q;
+  float acc[kHeadsPerUnit][COLUMNS];
+  float max[4], sum[4];
+
+  __device__ void start(const float* q_shared) {
+    q = q_shared;
+    for (int h = 0; h < kHeadsPerUnit; ++h)
+      for (int k = 0; k < COLUMNS; ++k) acc[h][k] = 0.0f;
+    for (int j = 0; j < 4; ++j) max[j] = -INFINITY, sum[j] = 0.0f;
+  }
+
+  __device__ void add_tile(const unsigned char* stage, int pitch, unsigned visible, int d) {
+    __shared__ float weights[kMaxWarps][kHeadsPerUnit][kTileSlots], corrections[kMaxWarps][kHeadsPerUnit];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, row = lane % kTileSlots, parity = lane / kTileSlots;
+    const float* keys = reinterpret_cast<const float*>(stage + row * pitch);
+    float logit[4] = {};
+    for (int c = 0; c < d; c += 4) {
+      const float4 k = *reinterpret_cast<const float4*>(keys + c);
+      #pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float4 x = *reinterpret_cast<const float4*>(q + (parity + 2 * j) * D_PAD + c);
+        logit[j] = fmaf(x.w, k.w, fmaf(x.z, k.z, fmaf(x.y, k.y, fmaf(x.x, k.x, logit[j]))));
+      }
+    }
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float x = (visible >> row) & 1u ? logit[j] : -INFINITY;
+      const float new_max = fmaxf(max[j], max_over_lanes(x, 1, 8)), shift = new_max == -INFINITY ? 0.0f : new_max;
+      const float correction = exp2f(max[j] - shift), weight = exp2f(x - shift);
+      sum[j] = sum[j] * correction + weight;
+      max[j] = new_max;
+      weights[warp][parity + 2 * j][row] = weight;
+      if (row == 0) corrections[warp][parity + 2 * j] = correction;
+    }
+    __syncwarp();
+    for (int h = 0; h < kHeadsPerUnit; ++h)
+      for (int k = 0; k < COLUMNS; ++k) acc[h][k] *= corrections[warp][h];
+    const float* values = reinterpret_cast<const float*>(stage + kTileSlots * pitch);
+    for (int slot = 0; slot < kTileSlots; ++slot) {
+      if (((visible >> slot) & 1u) == 0) continue;
+      float v[COLUMNS];
+      for (int k = 0; k < COLUMNS; ++k) v[k] = lane + 32 * k < d ? values[slot * (pitch / 4) + lane + 32 * k] : 0.0f;
+      for (int h = 0; h < kHeadsPerUnit; ++h)
+        for (int k = 0; k < COLUMNS; ++k) acc[h][k] = fmaf(weights[warp][h][slot], v[k], acc[h][k]);
+    }
+    __syncwarp();  // weights are rewritten by the next tile
+  }
+
+  __device__ void store(float* warp_max, float* warp_sum, float* warp_acc, int d) {
+    const int lane = threadIdx.x % 32, row = lane % kTileSlots, parity = lane / kTileSlots;
+    for (int j = 0; j < 4; ++j) {
+      sum[j] = sum_over_lanes(sum[j], 1, 8);
+      if (row == 0) warp_max[parity + 2 * j] = max[j], warp_sum[parity + 2 * j] = sum[j];
+    }
+    for (int h = 0; h < kHeadsPerUnit; ++h)
+      for (int k = 0; k < COLUMNS; ++k)
+        if (lane + 32 * k < d) warp_acc[h * D_PAD + lane + 32 * k] = acc[h][k];
+  }
+};
+
+// ---- The split kernel --------------------------------------------------------------------------
+
+// Block (unit blockIdx.x, split blockIdx.y): the tiles of split blockIdx.y's range, tile
+// first + w + k·warps to warp w. With one split the block writes the output (learned sink
+// included); otherwise its partial (max, Σ, acc) for the combine kernel.
+template <typename T, int DT, typename OutT>
+__global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
+    attention_decode_split_kernel(DecodeAttentionArgs<T> a, StageLayout layout, int slices, Partials partials,
+                                  OutT* out) {
+  using Tile = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, TensorCoreTile<DT>, Fp32Tile<DT>>;
+  constexpr int D_PAD = 16 * DT;
+  extern __shared__ __align__(16) unsigned char shared[];
+  __shared__ float warp_max[kMaxWarps][kHeadsPerUnit], warp_sum[kMaxWarps][kHeadsPerUnit], head_scale[kHeadsPerUnit];
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // q, the position and the newest cache row are the previous kernels'
+
+  const int d = a.head_dim, lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int group = a.query_heads / a.kv_heads, kv = blockIdx.x / slices, slice = blockIdx.x % slices;
+  const int first_head = kv * group + slice * kHeadsPerUnit, heads = min(kHeadsPerUnit, group - slice * kHeadsPerUnit);
+  // The block's tiles. A linear cache is read only up to p (a long, barely used cache gives
+  // whole ranges to the first blocks; the rest find none); a ring's copies do not wait for p.
+  SlotRange range{0, a.slots, a.slot_positions != nullptr};
+  if (!range.ring) range.position = *a.query_position, range.end = min(a.slots, range.position + 1);
+  const std::int64_t tiles = (range.end + kTileSlots - 1) / kTileSlots, per_split = (tiles + gridDim.y - 1) / gridDim.y;
+  const std::int64_t first_tile = min(tiles, blockIdx.y * per_split) + warp;
+  const std::int64_t end_tile = min(tiles, (blockIdx.y + 1) * per_split);
+  const int my_tiles = first_tile < end_tile ? int((end_tile - first_tile + warps - 1) / warps) : 0;
+  const auto ring_of = [&](int w) { return shared + kHeadsPerUnit * D_PAD * sizeof(float) + w * layout.warp_bytes; };
+  unsigned char* ring = ring_of(warp);
+  const auto tile_slot = [&](int k) { return (first_tile + std::int64_t(k) * warps) * kTileSlots; };
+  const auto stage = [&](int k) { return ring + (k % kStages) * layout.stage_bytes; };
+  for (int k = 0; k < kStages - 1; ++k) {
+    if (k < my_tiles) copy_tile<T, DT>(a, kv, tile_slot(k), range, stage(k), layout.pitch, lane);
+    commit_copies();
+  }
+  // q (and a ring's p) while the first tiles are in flight.
+  float* q_shared = reinterpret_cast<float*>(shared);
   const float q_scale = kLog2e * rsqrtf(float(d));
-  float q[GROUP][ELEMS];
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g)
-    #pragma unroll
-    for (int vp = 0; vp < VPL; ++vp) {
-      const int v = lane + vp * LANES;
-      #pragma unroll
-      for (int e = 0; e < VEC; ++e)
-        q[g][vp * VEC + e] = (g < heads && v < vectors) ? a.query[(first_head + g) * d + v * VEC + e] * q_scale : 0.0f;
-    }
-
-  // Online softmax state; m and l are the same on every lane of a key group.
-  float m[GROUP], l[GROUP], acc[GROUP][ELEMS];
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
-    #pragma unroll
-    for (int e = 0; e < ELEMS; ++e) acc[g][e] = 0.0f;
+  for (int i = threadIdx.x; i < kHeadsPerUnit * D_PAD; i += blockDim.x) {
+    const int h = i / D_PAD, c = i % D_PAD;
+    q_shared[i] = h < heads && c < d ? a.query[(first_head + h) * d + c] * q_scale : 0.0f;
   }
-
-  for (std::int64_t first = begin; first < end; first += KEY_GROUPS * U) {
-    // 1. Issue every load of U slots. A ring's slots are nearly all visible, so its loads do not
-    //    wait for slot_positions (that would add a memory round trip per step); a linear cache
-    //    knows visibility without a load and skips what the window hides. An invisible slot
-    //    (possibly empty, holding garbage or NaN) is zeroed below so 0·NaN never reaches a sum.
-    uint4 k_raw[U][VPL], v_raw[U][VPL];
-    bool visible[U];
-    #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t slot = first + u * KEY_GROUPS + key_group;
-      const std::int64_t kp = slot < end ? (a.slot_positions ? a.slot_positions[slot] : slot) : -1;
-      visible[u] = key_visible(p, kp, a.window, a.sink_tokens);
-      const bool load_row = slot < end && (a.slot_positions != nullptr || visible[u]);
-      const std::int64_t row = (slot * a.kv_heads + kv) * d;
-      #pragma unroll
-      for (int vp = 0; vp < VPL; ++vp) {
-        const int v = lane + vp * LANES;
-        const bool load = load_row && v < vectors;
-        k_raw[u][vp] = load ? __ldg(reinterpret_cast<const uint4*>(a.keys + row + v * VEC)) : make_uint4(0, 0, 0, 0);
-        v_raw[u][vp] = load ? __ldg(reinterpret_cast<const uint4*>(a.values + row + v * VEC)) : make_uint4(0, 0, 0, 0);
+  if (range.ring) range.position = *a.query_position;
+  __syncthreads();  // q_shared
+  Tile tile;
+  tile.start(q_shared);
+  for (int k = 0; k < my_tiles; ++k) {
+    // Refill the stage tile k − 1 used (every lane is past it: the __syncwarp below).
+    if (k + kStages - 1 < my_tiles)
+      copy_tile<T, DT>(a, kv, tile_slot(k + kStages - 1), range, stage(k + kStages - 1), layout.pitch, lane);
+    commit_copies();
+    wait_copies<kStages - 1>();
+    __syncwarp();  // every lane's copies of tile k are visible to the warp
+    const unsigned visible = visible_rows(a, tile_slot(k), range, stage(k), layout.pitch, lane);
+    if (visible != 0) {
+      if (range.ring) {
+        const std::int64_t in_range = range.end - tile_slot(k);
+        const unsigned copied = in_range >= kTileSlots ? 0xffffu : (1u << in_range) - 1u;
+        zero_hidden_values(stage(k), layout.pitch, d * int(sizeof(T)), copied & ~visible, lane);
       }
+      tile.add_tile(stage(k), layout.pitch, visible, d);
     }
-    // 2. Logits: each lane's partial dot product, summed over the LANES lanes of its key group
-    //    (xor butterflies stay inside the aligned group and leave the sum on every lane).
-    float s[U][GROUP];
-    #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float k[ELEMS];
-      #pragma unroll
-      for (int vp = 0; vp < VPL; ++vp) unpack16(k_raw[u][vp], k + vp * VEC, a.keys);
-      #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        float dot = 0.0f;
-        #pragma unroll
-        for (int e = 0; e < ELEMS; ++e) dot += q[g][e] * k[e];
-        #pragma unroll
-        for (int offset = LANES / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        s[u][g] = visible[u] ? dot : -INFINITY;
-      }
-    }
-    // 3. Online softmax over the U new logits: rescale the state to the new max, then add
-    //    e^{s − m} and e^{s − m}·v. With nothing visible yet m stays −∞; `shift` keeps the
-    //    exponents finite (e^{−∞ − 0} = 0) instead of producing −∞ − (−∞) = NaN.
-    float shift[GROUP];
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      float tile_max = s[0][g];
-      #pragma unroll
-      for (int u = 1; u < U; ++u) tile_max = fmaxf(tile_max, s[u][g]);
-      const float new_max = fmaxf(m[g], tile_max);
-      shift[g] = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(m[g] - shift[g]);
-      l[g] *= correction;
-      #pragma unroll
-      for (int e = 0; e < ELEMS; ++e) acc[g][e] *= correction;
-      m[g] = new_max;
-    }
-    #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float v[ELEMS];
-      #pragma unroll
-      for (int vp = 0; vp < VPL; ++vp) unpack16(visible[u] ? v_raw[u][vp] : make_uint4(0, 0, 0, 0), v + vp * VEC, a.values);
-      #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        const float weight = exp2f(s[u][g] - shift[g]);
-        l[g] += weight;
-        #pragma unroll
-        for (int e = 0; e < ELEMS; ++e) acc[g][e] += weight * v[e];
-      }
-    }
+    __syncwarp();
   }
+  wait_copies<0>();
+  __syncwarp();
 
-  // 4. Merge the block's KEY_GROUPS states through shared memory: M = max_k m_k,
-  //    L = Σ_k e^{m_k − M} l_k, ACC = Σ_k e^{m_k − M} acc_k.
-  __shared__ float group_max[KEY_GROUPS][GROUP], group_sum[KEY_GROUPS][GROUP];
-  __shared__ float group_acc[KEY_GROUPS][GROUP][ROW];
-  __shared__ float block_max[GROUP], block_shift[GROUP];
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {
-    if (lane == 0) {
-      group_max[key_group][g] = m[g];
-      group_sum[key_group][g] = l[g];
+  // Merge the warps: M = max_w m_w, L = Σ_w e^{m_w − M} l_w, ACC = Σ_w e^{m_w − M} acc_w (each
+  // warp's accumulator goes to its own, now idle, ring).
+  float* warp_acc = reinterpret_cast<float*>(ring);
+  tile.store(warp_max[warp], warp_sum[warp], warp_acc, d);
+  __syncthreads();
+  const bool direct = gridDim.y == 1;
+  if (threadIdx.x < heads) {
+    const int h = threadIdx.x;
+    float block_max = -INFINITY, block_sum = 0.0f;
+    for (int w = 0; w < warps; ++w) block_max = fmaxf(block_max, warp_max[w][h]);
+    const float shift = block_max == -INFINITY ? 0.0f : block_max;
+    for (int w = 0; w < warps; ++w) {
+      warp_max[w][h] = exp2f(warp_max[w][h] - shift);  // now the warp's factor (0: saw nothing)
+      block_sum += warp_max[w][h] * warp_sum[w][h];
     }
-    #pragma unroll
-    for (int vp = 0; vp < VPL; ++vp)
-      #pragma unroll
-      for (int e = 0; e < VEC; ++e) group_acc[key_group][g][(lane + vp * LANES) * VEC + e] = acc[g][vp * VEC + e];
-  }
-  __syncthreads();
-  if (threadIdx.x < GROUP) {
-    const int g = threadIdx.x;
-    float max = -INFINITY;
-    for (int k = 0; k < KEY_GROUPS; ++k) max = fmaxf(max, group_max[k][g]);
-    block_max[g] = max;
-    block_shift[g] = max == -INFINITY ? 0.0f : max;
-    if (g < heads) partials.max[blockIdx.x * a.query_heads + first_head + g] = max;
-  }
-  __syncthreads();
-  // e^{m_k − M} replaces each key group's max in place (every thread has read group_max).
-  for (int i = threadIdx.x; i < KEY_GROUPS * GROUP; i += kDecodeThreads) {
-    const int k = i / GROUP, g = i % GROUP;
-    group_max[k][g] = exp2f(group_max[k][g] - block_shift[g]);
-  }
-  __syncthreads();
-  // A block that saw no visible slot writes only its max (−∞): the combine skips its sum and
-  // accumulator, so a long, mostly unused full-attention cache costs no writes.
-  for (int i = threadIdx.x; i < heads * d; i += kDecodeThreads) {
-    const int g = i / d, c = i % d;
-    if (block_max[g] == -INFINITY) continue;
-    float sum = 0.0f, value = 0.0f;
-    for (int k = 0; k < KEY_GROUPS; ++k) {
-      sum += group_max[k][g] * group_sum[k][g];
-      value += group_max[k][g] * group_acc[k][g][c];
+    if (direct) {  // o = ACC·e^{M−M'} / (L·e^{M−M'} + e^{S−M'}), M' = max(M, S)
+      const float sink = a.learned_sinks ? a.learned_sinks[first_head + h] * kLog2e : -INFINITY;
+      const float top = fmaxf(block_max, sink), top_shift = top == -INFINITY ? 0.0f : top;
+      const float scale = exp2f(shift - top_shift);
+      head_scale[h] = scale / (block_sum * scale + exp2f(sink - top_shift));
+    } else {
+      head_scale[h] = 1.0f;
+      const std::size_t head = std::size_t(blockIdx.y) * a.query_heads + first_head + h;
+      partials.max[head] = block_max;  // −∞: the combine reads nothing else of this block
+      partials.sum[head] = block_sum;
     }
-    const std::size_t head = std::size_t(blockIdx.x) * a.query_heads + first_head + g;
-    if (c == 0) partials.sum[head] = sum;
-    partials.acc[head * d + c] = value;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < heads * d; i += blockDim.x) {
+    const int h = i / d, c = i % d;
+    float value = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      const float factor = warp_max[w][h];
+      if (factor != 0.0f) value += factor * reinterpret_cast<const float*>(ring_of(w))[h * D_PAD + c];
+    }
+    value *= head_scale[h];
+    if (direct)
+      store_out(out + std::size_t(first_head + h) * d + c, value);
+    else
+      partials.acc[(std::size_t(blockIdx.y) * a.query_heads + first_head + h) * d + c] = value;
   }
 }
 
-__device__ __forceinline__ void store_out(float* out, float value) { *out = value; }
-__device__ __forceinline__ void store_out(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
+// ---- Host ------------------------------------------------------------------------------------
 
-// Block-wide max and sum over kCombineThreads threads (scratch: one float per warp).
-__device__ float block_reduce_max(float x, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  __syncthreads();  // scratch is free again
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
-  __syncthreads();
-  x = scratch[0];
-  for (int w = 1; w < kCombineThreads / 32; ++w) x = fmaxf(x, scratch[w]);
-  return x;
-}
-
-__device__ float block_reduce_sum(float x, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
-  __syncthreads();
-  x = scratch[0];
-  for (int w = 1; w < kCombineThreads / 32; ++w) x += scratch[w];
-  return x;
-}
-
-// One block per query head: o = Σ_b e^{m_b − M} acc_b / (Σ_b e^{m_b − M} l_b + e^{S_h − M}),
-// M = max(max_b m_b, S_h). Every step spreads the splits over the threads (a serial loop over
-// hundreds of splits would be hundreds of dependent L2 round trips). Splits that saw no visible
-// slot (m_b = −∞) are skipped unread: their sums and accumulators may hold anything.
-template <typename OutT>
-__global__ void __launch_bounds__(kCombineThreads)
-    attention_decode_combine_kernel(Partials partials, int splits, int query_heads, int head_dim,
-                                    const float* learned_sinks, OutT* out) {
-  __shared__ float weights[kMaxBlocks];  // e^{m_b − M}; splits ≤ kMaxBlocks (plan_splits)
-  __shared__ float scratch[kCombineThreads / 32];
-  __shared__ float4 part_sums[kCombineThreads];
-  const int h = blockIdx.x;
-  const float sink = learned_sinks ? learned_sinks[h] * kLog2e : -INFINITY;
-
-  float local_max = -INFINITY;
-  for (int b = threadIdx.x; b < splits; b += kCombineThreads) local_max = fmaxf(local_max, partials.max[b * query_heads + h]);
-  const float max = fmaxf(sink, block_reduce_max(local_max, scratch));
-  const float shift = max == -INFINITY ? 0.0f : max;
-
-  float local_sum = 0.0f;
-  for (int b = threadIdx.x; b < splits; b += kCombineThreads) {
-    const float split_max = partials.max[b * query_heads + h];
-    const float weight = exp2f(split_max - shift);  // 0 for an empty split
-    weights[b] = weight;
-    if (split_max != -INFINITY) local_sum += weight * partials.sum[b * query_heads + h];
-  }
-  const float denominator = block_reduce_sum(local_sum, scratch) + exp2f(sink - shift);  // its barriers publish weights
-
-  // Numerator: thread (part, quad) sums float4 column quad over the splits b ≡ part (mod parts).
-  const int quads = head_dim / 4, parts = kCombineThreads / quads;
-  const int quad = threadIdx.x % quads, part = threadIdx.x / quads;
-  float4 numerator = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (part < parts) {
-#pragma unroll 4
-    for (int b = part; b < splits; b += parts) {
-      const float weight = weights[b];
-      if (weight == 0.0f) continue;
-      const float4 x = *reinterpret_cast<const float4*>(partials.acc + (std::size_t(b) * query_heads + h) * head_dim + 4 * quad);
-      numerator.x += weight * x.x;
-      numerator.y += weight * x.y;
-      numerator.z += weight * x.z;
-      numerator.w += weight * x.w;
-    }
-  }
-  part_sums[threadIdx.x] = numerator;
-  __syncthreads();
-  if (part != 0) return;
-  for (int p = 1; p < parts; ++p) {
-    const float4 x = part_sums[p * quads + quad];
-    numerator.x += x.x;
-    numerator.y += x.y;
-    numerator.z += x.z;
-    numerator.w += x.w;
-  }
-  OutT* o = out + std::size_t(h) * head_dim + 4 * quad;
-  store_out(o + 0, numerator.x / denominator);
-  store_out(o + 1, numerator.y / denominator);
-  store_out(o + 2, numerator.z / denominator);
-  store_out(o + 3, numerator.w / denominator);
-}
-
-template <typename T, int LANES, int GROUP>
-void launch_split(const DecodeAttentionArgs<T>& a, const SplitPlan& plan, Partials partials, cudaStream_t stream) {
-  const dim3 grid(plan.splits, a.kv_heads, plan.slices);
-  attention_decode_split_kernel<T, LANES, GROUP><<<grid, kDecodeThreads, 0, stream>>>(a, partials);
-  check_launch("attention_decode_split_kernel");
-}
-
-template <typename T, int LANES>
-void launch_split_for_group(const DecodeAttentionArgs<T>& a, const SplitPlan& plan, Partials partials,
-                            cudaStream_t stream) {
-  switch (plan.group_tile) {
-    case 1: return launch_split<T, LANES, 1>(a, plan, partials, stream);
-    case 2: return launch_split<T, LANES, 2>(a, plan, partials, stream);
-    case 4: return launch_split<T, LANES, 4>(a, plan, partials, stream);
-    default: return launch_split<T, LANES, 8>(a, plan, partials, stream);
-  }
+template <typename T, typename OutT, int DT>
+void launch_split(const DecodeAttentionArgs<T>& a, const DecodePlan& plan, Partials partials, OutT* out,
+                  cudaStream_t stream) {
+  const auto kernel = attention_decode_split_kernel<T, DT, OutT>;
+  // Two 108 KiB blocks per SM need the largest shared-memory carveout (set once per kernel).
+  static const bool carveout_set = [&] {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+          "attention_decode_split_kernel carveout");
+    return true;
+  }();
+  (void)carveout_set;
+  const StageLayout layout = stage_layout<T>(a.head_dim, DT);
+  launch_dependent(kernel, dim3(plan.units, plan.splits), dim3(32 * layout.warps), layout.shared_bytes, stream,
+                   "attention_decode_split_kernel", a, layout, plan.slices, partials, out);
 }
 
 void check_shape(int query_heads, int kv_heads, int head_dim) {
@@ -366,69 +540,32 @@ void check_shape(int query_heads, int kv_heads, int head_dim) {
 
 }  // namespace
 
-std::size_t attention_decode_workspace_bytes(std::int64_t slots, int query_heads, int kv_heads, int head_dim) {
-  const SplitPlan plan = plan_splits(slots, query_heads, kv_heads);
-  return std::size_t(plan.splits) * query_heads * (head_dim + 2) * sizeof(float);
-}
-
 template <typename T, typename OutT>
 void attention_decode(const DecodeAttentionArgs<T>& a, void* workspace, OutT* out, cudaStream_t stream) {
   check_shape(a.query_heads, a.kv_heads, a.head_dim);
-  const SplitPlan plan = plan_splits(a.slots, a.query_heads, a.kv_heads);
+  const bool ring = a.slot_positions != nullptr;
+  if ((a.new_key == nullptr) != (a.new_value == nullptr))
+    fail("attention_decode", "new_key and new_value go together");
+  if (a.new_key != nullptr && ring && a.window > 0 && a.window <= a.sink_tokens)
+    fail("attention_decode", "the window must be larger than the sink tokens");
+  if (a.slots <= kWindowDecodeMaxSlots) return attention_decode_window(a, out, stream);
+  if (a.new_key != nullptr)  // the store first, as the caller would have launched it
+    store_kv_slots<T>(a.new_key, a.new_value, 1, a.query_position, const_cast<T*>(a.keys), const_cast<T*>(a.values),
+                      const_cast<std::int64_t*>(a.slot_positions), a.kv_heads, a.head_dim, ring ? a.window : 0,
+                      a.sink_tokens, stream);
+  const DecodePlan plan = plan_decode(a.slots, a.query_heads, a.kv_heads);
   const Partials partials = partials_in(workspace, plan.splits, a.query_heads, a.head_dim);
-  switch (lanes_per_key(a.head_dim, sizeof(T))) {
-    case 1: launch_split_for_group<T, 1>(a, plan, partials, stream); break;
-    case 2: launch_split_for_group<T, 2>(a, plan, partials, stream); break;
-    case 4: launch_split_for_group<T, 4>(a, plan, partials, stream); break;
-    case 8: launch_split_for_group<T, 8>(a, plan, partials, stream); break;
-    case 16: launch_split_for_group<T, 16>(a, plan, partials, stream); break;
-    default: launch_split_for_group<T, 32>(a, plan, partials, stream); break;
+  // d rounded up to a power-of-two number of 16-column tiles: the register arrays' size.
+  const int d_tiles = a.head_dim <= 16 ? 1 : a.head_dim <= 32 ? 2 : a.head_dim <= 64 ? 4 : a.head_dim <= 128 ? 8 : 16;
+  switch (d_tiles) {
+    case 1: launch_split<T, OutT, 1>(a, plan, partials, out, stream); break;
+    case 2: launch_split<T, OutT, 2>(a, plan, partials, out, stream); break;
+    case 4: launch_split<T, OutT, 4>(a, plan, partials, out, stream); break;
+    case 8: launch_split<T, OutT, 8>(a, plan, partials, out, stream); break;
+    default: launch_split<T, OutT, 16>(a, plan, partials, out, stream); break;
   }
-  attention_decode_combine_kernel<OutT><<<a.query_heads, kCombineThreads, 0, stream>>>(
-      partials, plan.splits, a.query_heads, a.head_dim, a.learned_sinks, out);
-  check_launch("attention_decode_combine_kernel");
-}
-
-// ---- Store of new keys/values in their cache slots -------------------------------------------
-
-__device__ __forceinline__ void store4(float* dst, float4 x) { *reinterpret_cast<float4*>(dst) = x; }
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float4 x) {
-  const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(x.x, x.y), __floats2bfloat162_rn(x.z, x.w)};
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(pair);
-}
-
-// One block per new token: converts its kv_heads·head_dim keys and values, 4 at a time.
-template <typename T>
-__global__ void store_kv_slots_kernel(const float* keys, const float* values, int n, const std::int64_t* positions,
-                                      T* cache_keys, T* cache_values, std::int64_t* slot_positions, int kv_heads,
-                                      int head_dim, int window, int sink_tokens) {
-  const int i = blockIdx.x;
-  const std::int64_t p = positions[i];
-  std::int64_t slot = p;
-  if (window > 0 && p >= sink_tokens) {
-    const int ring = window - sink_tokens;
-    // A later token of this chunk lands on the same slot: it wins, as in the CPU's in-order store.
-    if (positions[n - 1] - p >= ring) return;
-    slot = sink_tokens + (p - sink_tokens) % ring;
-  }
-  const std::size_t row = std::size_t(kv_heads) * head_dim;
-  for (std::size_t c = 4 * threadIdx.x; c < row; c += 4 * blockDim.x) {
-    store4(cache_keys + slot * row + c, *reinterpret_cast<const float4*>(keys + i * row + c));
-    store4(cache_values + slot * row + c, *reinterpret_cast<const float4*>(values + i * row + c));
-  }
-  if (threadIdx.x == 0 && slot_positions != nullptr) slot_positions[slot] = p;
-}
-
-template <typename T>
-void store_kv_slots(const float* keys, const float* values, int n, const std::int64_t* positions, T* cache_keys,
-                    T* cache_values, std::int64_t* slot_positions, int kv_heads, int head_dim, int window,
-                    int sink_tokens, cudaStream_t stream) {
-  if (n <= 0) return;
-  if (head_dim % 4 != 0) fail("store_kv_slots", "head_dim must be a multiple of 4");
-  if (window > 0 && window <= sink_tokens) fail("store_kv_slots", "the window must be larger than the sink tokens");
-  store_kv_slots_kernel<T><<<n, 128, 0, stream>>>(keys, values, n, positions, cache_keys, cache_values, slot_positions,
-                                                   kv_heads, head_dim, window, sink_tokens);
-  check_launch("store_kv_slots_kernel");
+  if (plan.splits > 1)
+    launch_combine(partials, plan.splits, a.query_heads, a.head_dim, a.learned_sinks, out, stream);
 }
 
 template void attention_decode<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, void*, float*,
@@ -438,9 +575,5 @@ template void attention_decode<__nv_bfloat16, __nv_bfloat16>(const DecodeAttenti
 template void attention_decode<float, float>(const DecodeAttentionArgs<float>&, void*, float*, cudaStream_t);
 template void attention_decode<float, __nv_bfloat16>(const DecodeAttentionArgs<float>&, void*, __nv_bfloat16*,
                                                      cudaStream_t);
-template void store_kv_slots<__nv_bfloat16>(const float*, const float*, int, const std::int64_t*, __nv_bfloat16*,
-                                            __nv_bfloat16*, std::int64_t*, int, int, int, int, cudaStream_t);
-template void store_kv_slots<float>(const float*, const float*, int, const std::int64_t*, float*, float*,
-                                    std::int64_t*, int, int, int, int, cudaStream_t);
 
 }  // namespace bifocal::cuda

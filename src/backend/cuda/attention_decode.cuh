@@ -1,15 +1,24 @@
 // Softmax attention of ONE new token over a KV cache (DESIGN.md "full", "swa"), flash-decoding
-// style: the cache's slots are split across many blocks, each writes a partial (max, sum, acc)
-// to a caller-provided workspace, and a combine kernel merges them (with the learned sink).
+// style: the cache's slots are cut into contiguous ranges. A short cache (≤ kWindowDecodeMaxSlots
+// slots: swa's window, a small linear cache) takes ONE kernel: a cluster of blocks per KV head
+// merges its ranges through distributed shared memory (attention_decode_window.cu), the new
+// token's store folded in when its key and value are passed. A longer one streams each range
+// through shared memory (bf16 caches on tensor cores) and writes a partial (max, sum, acc) to a
+// caller-provided workspace that a combine kernel merges (with the learned sink).
 // Also the store of the new token's key/value into its cache slot, which decode and prefill share.
 //
-// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16 or float), rows
-// 16-byte aligned; slot_positions int64[slots] holds each slot's absolute position, −1 = empty.
-// slot_positions == nullptr means "slot j holds position j" (full attention's linear cache);
-// then only slots 0 … position are read, so a large capacity costs nothing until it is used.
+// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16 or float), base and
+// rows 16-byte aligned; slot_positions int64[slots], 16-byte aligned, holds each slot's absolute
+// position, −1 = empty. slot_positions == nullptr means "slot j holds position j" (full
+// attention's linear cache); then only slots 0 … position are read, so a large capacity costs
+// nothing until it is used.
 //
-// Graph capture: the query position (and the chunk's positions in the store) are read from
-// device memory inside the kernels; every host argument is fixed for a session's shape.
+// Launches: every kernel here is a programmatic dependent of the kernel before it on the stream
+// (dependent_launch.h): it waits for that kernel before reading anything (a short ring's kernel
+// only asks L2 to prefetch its rows before — a hint that reads no value), and lets the next one
+// be scheduled at once. Graph capture: the query position (and the chunk's positions in the
+// store) are read from device memory inside the kernels; every host argument is fixed for a
+// session's shape.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -36,19 +45,40 @@ struct DecodeAttentionArgs {
   int window = 0;                      // 0: full attention; else backend.h's key_visible rule
   int sink_tokens = 0;
   const float* learned_sinks = nullptr;  // [query_heads] or nullptr
+  // Optional, decode's store folded in: the new token's key and value (fp32 [kv_heads, head_dim],
+  // 16-byte aligned, both or neither). When set, attention_decode stores them first exactly as
+  //   store_kv_slots(new_key, new_value, 1, query_position, keys, values, slot_positions,
+  //                  kv_heads, head_dim, slot_positions ? window : 0, sink_tokens)
+  // would (keys, values and slot_positions must then point to writable memory; a ring needs
+  // window > sink_tokens), and the caller launches no store of its own. A short cache does it
+  // inside its one kernel; a longer one launches the store before the split kernel.
+  const float* new_key = nullptr;
+  const float* new_value = nullptr;
 };
 
-// Bytes of scratch attention_decode needs for this shape (a pure function of its arguments,
-// so a session sizes its workspace once).
+// Caches of at most this many slots take the one-launch cluster kernel (attention_decode_window.cu);
+// larger ones the split kernel and the combine. A linear cache is judged by its capacity (slots),
+// as the host does not know the position when a graph is captured.
+inline constexpr std::int64_t kWindowDecodeMaxSlots = 2048;
+
+// Bytes of scratch attention_decode needs for this shape (a pure function of its arguments and
+// the device's multiprocessor count, so a session sizes its workspace once).
 std::size_t attention_decode_workspace_bytes(std::int64_t slots, int query_heads, int kv_heads, int head_dim);
 
 // out[query_heads, head_dim] (OutT = float or __nv_bfloat16) = softmax attention of the query
 // over the visible slots: slot j is visible when slot_positions[j] >= 0 and key_visible(p,
 // slot_positions[j]) holds (backend.h). A learned sink S_h adds e^{S_h} to the denominator only.
-// workspace: attention_decode_workspace_bytes(...) bytes, 16-byte aligned. Nothing is allocated
-// or synchronised; two kernels are launched on `stream`.
+// workspace: attention_decode_workspace_bytes(...) bytes (0, and workspace may be null, for a
+// short cache), 16-byte aligned, any contents. Nothing is allocated or synchronised; one kernel
+// (short cache) or two or three (store, split, combine) are launched on `stream`.
 template <typename T, typename OutT>
 void attention_decode(const DecodeAttentionArgs<T>& args, void* workspace, OutT* out, cudaStream_t stream);
+
+// attention_decode's short-cache path on its own (any slot count; meant for ≤ kWindowDecodeMaxSlots,
+// whose blocks stage their whole range at once): one launch, no workspace, the store included
+// when args.new_key is set. Shapes are not checked here (attention_decode does).
+template <typename T, typename OutT>
+void attention_decode_window(const DecodeAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
 
 // Stores n new tokens' keys/values (fp32 [n, kv_heads, head_dim], converted to T) in their cache
 // slots and records their positions. positions: device int64[n], consecutive and increasing

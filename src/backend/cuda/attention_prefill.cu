@@ -13,14 +13,17 @@
 // of q and of the output, so every shared-memory read is a float4 that eight rows of a warp
 // share (a broadcast, no bank conflict), and a logit is a 4-lane xor reduction. Cost per tile
 // and thread: 2·BK·MAX_D/4 FMAs against BK·MAX_D/2 float4 shared reads, so this runs at a
-// fraction of fp32 peak, well under what tensor cores (mma.sync m16n8k16) would give: the next
-// step if prefill time matters. Key tiles that no query of the block can see (the causal upper
-// triangle, keys outside every window) are skipped after reading only their positions.
+// fraction of fp32 peak; bf16 keys with head_dim 64 or 128 therefore go to the tensor-core kernel
+// (attention_prefill_tensor_core.cu) and this one serves fp32 keys and the other head sizes. Key
+// tiles that no query of the block can see (the causal upper triangle, keys outside every window)
+// are skipped after reading only their positions.
 #include "backend/cuda/attention_prefill.cuh"
 
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "bifocal/error.h"
 
@@ -47,6 +50,8 @@ __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a
 // MAX_D: the widest head_dim this instantiation holds (64, 128 or 256); head_dim ≤ MAX_D.
 template <typename T, typename OutT, int MAX_D>
 __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(PrefillAttentionArgs<T> a, OutT* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
   constexpr int BK = kTileFloats / MAX_D;  // keys per tile: 64, 32 or 16
   constexpr int CHUNKS = MAX_D / 16;       // float4 columns per thread
   constexpr int VEC = 16 / sizeof(T);      // elements of T in one 16-byte load
@@ -162,8 +167,8 @@ __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(Pref
 template <typename T, typename OutT, int MAX_D>
 void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   const dim3 grid((a.n + kQueryRows - 1) / kQueryRows, a.query_heads);
-  attention_prefill_kernel<T, OutT, MAX_D><<<grid, kPrefillThreads, 0, stream>>>(a, out);
-  check_launch("attention_prefill_kernel");
+  launch_dependent(attention_prefill_kernel<T, OutT, MAX_D>, grid, dim3(kPrefillThreads), 0, stream,
+                   "attention_prefill_kernel", a, out);
 }
 
 }  // namespace
@@ -175,6 +180,9 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
   if (a.kv_heads <= 0 || a.query_heads % a.kv_heads != 0)
     fail("attention", "query heads must be a multiple of KV heads");
   if (a.n <= 0) return;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream);
+  }
   if (a.head_dim <= 64)
     launch<T, OutT, 64>(a, out, stream);
   else if (a.head_dim <= 128)

@@ -1,9 +1,10 @@
-// The Bifocal mixer's decode step as ONE fused kernel (DESIGN.md bifocal): per query head h,
-//   out_h = o_h · mLSTM_h + (1 − o_h) · SWA_h,   o_h = sigmoid(mix_gate[h]),
+// The Bifocal mixer's decode step (DESIGN.md bifocal): per query head h,
+//   out_h = o_h · mLSTM_h + (1 − o_h) · SWA_h,   o_h = sigmoid(W_o x + b_o)[h],
 // where SWA is softmax attention over the window cache (learned sink, sink tokens or none) and
 // mLSTM the stabilized mLSTM cell (state=kv: one state per KV head read by its G query heads;
-// state=q: one per query head, k and v repeated). One cluster of blocks per KV head reads that
-// head's window rows and its state(s) once, updates the state(s) and writes out [Hq, d].
+// state=q: one per query head, k and v repeated). The window branch is swa's decode attention
+// (attention_decode.cuh, its output in fp32 in the workspace), then ONE mLSTM step computes the
+// gates from x and writes the mixed output (recurrent_decode.cuh's mlstm_decode).
 // Every pointer is a DEVICE pointer; nothing is allocated or synchronised; the token position is
 // read from device memory (graph capture). The mLSTM state has cpu::MlstmState's layout.
 #pragma once
@@ -11,41 +12,48 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/recurrent_decode.cuh"
 
 namespace bifocal::cuda {
 
-template <typename T>  // the cache's element type: __nv_bfloat16 or float
+template <typename T>  // the storage type of the cache, the weights, x and out: __nv_bfloat16 or float
 struct BifocalDecodeArgs {
   cpu::MlstmShape shape;  // Hq, Hkv, S (Hkv for state=kv, Hq for state=q), d (a multiple of 8, ≤ 256)
 
   // The window branch: the cache of SlidingWindowMixer, `window` slots [window, Hkv, d], token p
   // in slot p < s ? p : s + (p − s) mod (w − s). THE CALLER HAS ALREADY STORED THE NEW TOKEN'S k, v
-  // (converted to T) IN ITS SLOT and its position in slot_positions before this kernel runs.
-  const T* keys;
-  const T* values;
-  const std::int64_t* slot_positions;  // [window], −1 = empty
-  int window = 0;                      // w, sink tokens included
-  int sink_tokens = 0;                 // s of sink=tokens:s, else 0
-  const float* learned_sinks = nullptr;  // [Hq] for sink=learned, else nullptr
-  const std::int64_t* position;        // [1] the new token's absolute position p
+  // (converted to T) IN ITS SLOT and its position in slot_positions before this step runs.
+  const T* keys = nullptr;
+  const T* values = nullptr;
+  const std::int64_t* slot_positions = nullptr;  // [window], −1 = empty
+  int window = 0;                                // w, sink tokens included
+  int sink_tokens = 0;                           // s of sink=tokens:s, else 0
+  const float* learned_sinks = nullptr;          // [Hq] for sink=learned, else nullptr
+  const std::int64_t* position = nullptr;        // [1] the new token's absolute position p
 
-  const float* q;            // [Hq, d] fp32, after q/k-norm and RoPE
-  const float* k;            // [Hkv, d] fp32 (the mLSTM branch takes k, v unrounded)
-  const float* v;            // [Hkv, d]
-  const float* input_gate;   // [S] raw ĩ pre-activations
-  const float* forget_gate;  // [S] raw f̃ pre-activations
-  const float* mix_gate;     // [Hq] raw o pre-activations W_o x + b_o
-  cpu::MlstmState state;     // read and updated in place
-  float* out;                // [Hq, d]
+  const float* q = nullptr;  // [Hq, d] fp32, after q/k-norm and RoPE (16-byte aligned, as k, v)
+  const float* k = nullptr;  // [Hkv, d] fp32 (the mLSTM branch takes k, v unrounded)
+  const float* v = nullptr;  // [Hkv, d]
+  MlstmGateProjections<T> gates;   // x and the ĩ, f̃ projections [S, hidden]
+  const T* mix_weight = nullptr;   // W_o [Hq, hidden]
+  const T* mix_bias = nullptr;     // b_o [Hq], or nullptr
+  cpu::MlstmState state{};         // read and updated in place
+  T* out = nullptr;                // [Hq, d]
+  void* workspace = nullptr;       // bifocal_decode_workspace_bytes(shape, window) bytes, 16-byte aligned
 };
+
+// Scratch of bifocal_decode for this shape: the window attention's split partials and its fp32
+// output [Hq, d] (a pure function of the arguments, so a session sizes it once).
+std::size_t bifocal_decode_workspace_bytes(const cpu::MlstmShape& shape, int window);
 
 // The window branch sees slot j when slot_positions[j] ≥ 0 and backend.h's key_visible(p,
 // slot_positions[j]) holds with (window, sink_tokens); a learned sink S_h adds e^{S_h} to the
-// denominator only. The mLSTM branch is cpu::mlstm_recurrent for one token. Throws
-// bifocal::Error for an unsupported shape before launching.
+// denominator only. The mLSTM branch is cpu::mlstm_recurrent for one token on the gates W x + b.
+// Throws bifocal::Error for an unsupported shape before launching.
 template <typename T>
 void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream);
 

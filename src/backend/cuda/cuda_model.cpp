@@ -40,7 +40,7 @@ std::size_t CudaSession<T>::workspace_bytes() const {
                       activation.bytes() + logits.bytes() + sampled.bytes() + sample_step.bytes() +
                       sampling_workspace.bytes();
   for (const auto& layer : layers) bytes += layer.workspace_bytes();
-  return bytes;
+  return bytes + mixer_scratch.bytes();
 }
 
 // ---- the model -------------------------------------------------------------------------------
@@ -84,7 +84,13 @@ std::unique_ptr<DeviceSession> CudaModel<T>::new_session(std::int64_t capacity, 
   auto s = std::make_unique<CudaSession<T>>();
   s->capacity = capacity;
   s->chunk = chunk;
-  for (const auto& mixer : mixers_) s->layers.push_back(mixer.new_state(capacity, chunk));
+  DeviceMixerScratchSizes scratch;
+  for (const auto& mixer : mixers_) {
+    s->layers.push_back(mixer.new_state(capacity));
+    scratch.grow_to(mixer.scratch_sizes(capacity, chunk));
+  }
+  s->mixer_scratch = scratch.allocate<T>();
+  for (auto& layer : s->layers) layer.shared = &s->mixer_scratch;
   const std::size_t n = chunk, q_width = std::size_t(c.num_query_heads) * c.head_dim,
                     kv_width = std::size_t(c.num_kv_heads) * c.head_dim;
   s->tokens = DeviceBuffer<std::int32_t>(n);

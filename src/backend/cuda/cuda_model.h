@@ -28,6 +28,7 @@ class CudaSession final : public DeviceSession {
   std::size_t workspace_bytes() const override;
 
   std::vector<DeviceMixerState<T>> layers;
+  DeviceMixerScratch<T> mixer_scratch;   // one for all layers (they run in turn); layers[i].shared
   std::int64_t capacity = 0;
   int chunk = 0;
   // Scratch of the forward pass for up to `chunk` tokens (the layer's math, in order).

@@ -32,7 +32,7 @@ cpu::LinearShape linear_shape(const MixerSpec& spec, const LayerShape& shape) {
 
 template <typename T>
 std::byte* scratch_of(DeviceMixerState<T>& state) {
-  return state.scratch.size() ? state.scratch.data() : nullptr;
+  return state.shared->workspace.size() ? state.shared->workspace.data() : nullptr;
 }
 
 // A float mixer output into the o_proj's input type (nothing to do for fp32 storage).
@@ -70,45 +70,87 @@ int DeviceMixer<T>::state_heads() const {
 }
 
 template <typename T>
-DeviceMixerState<T> DeviceMixer<T>::new_state(std::int64_t capacity, int chunk) const {
+DeviceMixerState<T> DeviceMixer<T>::new_state(std::int64_t capacity) const {
   DeviceMixerState<T> s;
   const std::size_t row = std::size_t(shape_.kv_heads) * shape_.head_dim;
-  const std::size_t out_row = std::size_t(shape_.query_heads) * shape_.head_dim;
   const auto linear = linear_shape(spec_, shape_);
   s.slots = spec_.kind == Kind::Full ? capacity : spec_.uses_window() ? spec_.window : 0;
   if (s.slots > 0) {
     s.keys = DeviceBuffer<T>(s.slots * row);
     s.values = DeviceBuffer<T>(s.slots * row);
   }
-  if (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal) {
+  if (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal)
     s.slot_positions = DeviceBuffer<std::int64_t>(s.slots);
-    s.gathered_keys = DeviceBuffer<T>((s.slots + chunk) * row);
-    s.gathered_values = DeviceBuffer<T>((s.slots + chunk) * row);
-    s.gathered_positions = DeviceBuffer<std::int64_t>(s.slots + chunk);
-  }
-  std::size_t scratch = 0;
-  if (spec_.kind == Kind::Full || spec_.kind == Kind::SlidingWindow)
-    scratch = attention_decode_workspace_bytes(s.slots, shape_.query_heads, shape_.kv_heads, shape_.head_dim);
   if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) {
     s.matrix = DeviceBuffer<float>(cpu::linear_matrix_floats(linear));
     s.normalizer = DeviceBuffer<float>(cpu::linear_normalizer_floats(linear));
-    scratch = spec_.kind == Kind::Linear ? linear_prefill_workspace_bytes(linear, chunk)
-                                         : lolcats_prefill_workspace_bytes(linear, chunk);
   }
   if (spec_.kind == Kind::Mlstm || spec_.kind == Kind::Bifocal) {
     const std::size_t S = state_heads(), d = shape_.head_dim;
     s.matrix = DeviceBuffer<float>(S * d * d);
     s.normalizer = DeviceBuffer<float>(S * d);
     s.stabilizer = DeviceBuffer<float>(S);
-    s.gates = DeviceBuffer<float>(std::size_t(chunk) * (2 * S + shape_.query_heads));
   }
-  if (spec_.kind != Kind::Full && spec_.kind != Kind::SlidingWindow) s.branch = DeviceBuffer<float>(chunk * out_row);
-  if (spec_.kind == Kind::Bifocal) s.window_branch = DeviceBuffer<float>(chunk * out_row);
-  if (scratch > 0) s.scratch = DeviceBuffer<std::byte>(scratch);
   reset(s, nullptr);
   check(cudaStreamSynchronize(nullptr), "new mixer state");
   return s;
 }
+
+template <typename T>
+DeviceMixerScratchSizes DeviceMixer<T>::scratch_sizes(std::int64_t capacity, int chunk) const {
+  DeviceMixerScratchSizes sizes;
+  const std::size_t row = std::size_t(shape_.kv_heads) * shape_.head_dim;
+  const std::size_t out_row = std::size_t(shape_.query_heads) * shape_.head_dim;
+  const std::size_t n = std::size_t(chunk);
+  const auto linear = linear_shape(spec_, shape_);
+  const std::int64_t slots = spec_.kind == Kind::Full ? capacity : spec_.uses_window() ? spec_.window : 0;
+  if (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal) {  // window prefill: cache + chunk
+    sizes.gathered_elements = (std::size_t(slots) + n) * row;
+    sizes.gathered_positions = std::size_t(slots) + n;
+  }
+  if (spec_.kind == Kind::Full || spec_.kind == Kind::SlidingWindow)
+    sizes.workspace_bytes = attention_decode_workspace_bytes(slots, shape_.query_heads, shape_.kv_heads, shape_.head_dim);
+  if (spec_.kind == Kind::Bifocal)  // the decode's window attention and its fp32 output
+    sizes.workspace_bytes =
+        bifocal_decode_workspace_bytes({shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim}, int(slots));
+  if (spec_.kind == Kind::Linear) sizes.workspace_bytes = linear_prefill_workspace_bytes(linear, chunk);
+  if (spec_.kind == Kind::Lolcats) sizes.workspace_bytes = lolcats_prefill_workspace_bytes(linear, chunk);
+  if (spec_.kind == Kind::Mlstm || spec_.kind == Kind::Bifocal) {
+    sizes.gates = n * (2 * std::size_t(state_heads()) + shape_.query_heads);
+    // the chunk-parallel mLSTM prefill's per-chunk states (Bifocal: shared with the decode's)
+    sizes.workspace_bytes = std::max(
+        sizes.workspace_bytes,
+        mlstm_prefill_workspace_bytes({shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim}, chunk));
+  }
+  if (spec_.kind != Kind::Full && spec_.kind != Kind::SlidingWindow) sizes.branch = n * out_row;
+  if (spec_.kind == Kind::Bifocal) sizes.window_branch = n * out_row;
+  return sizes;
+}
+
+void DeviceMixerScratchSizes::grow_to(const DeviceMixerScratchSizes& other) {
+  gathered_elements = std::max(gathered_elements, other.gathered_elements);
+  gathered_positions = std::max(gathered_positions, other.gathered_positions);
+  gates = std::max(gates, other.gates);
+  branch = std::max(branch, other.branch);
+  window_branch = std::max(window_branch, other.window_branch);
+  workspace_bytes = std::max(workspace_bytes, other.workspace_bytes);
+}
+
+template <typename T>
+DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
+  DeviceMixerScratch<T> scratch;  // DeviceBuffer(0) allocates nothing
+  scratch.gathered_keys = DeviceBuffer<T>(gathered_elements);
+  scratch.gathered_values = DeviceBuffer<T>(gathered_elements);
+  scratch.gathered_positions = DeviceBuffer<std::int64_t>(gathered_positions);
+  scratch.gates = DeviceBuffer<float>(gates);
+  scratch.branch = DeviceBuffer<float>(branch);
+  scratch.window_branch = DeviceBuffer<float>(window_branch);
+  scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
+  return scratch;
+}
+
+template DeviceMixerScratch<__nv_bfloat16> DeviceMixerScratchSizes::allocate() const;
+template DeviceMixerScratch<float> DeviceMixerScratchSizes::allocate() const;
 
 template <typename T>
 void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
@@ -122,7 +164,7 @@ template <typename T>
 void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, const CublasHandle* cublas,
                                    cudaStream_t stream) const {
   const int S = state_heads(), n = in.n;
-  float* input_gate = s.gates.data();
+  float* input_gate = s.shared->gates.data();
   float* forget_gate = input_gate + std::size_t(n) * S;
   float* mix_gate = forget_gate + std::size_t(n) * S;
   const bool mix = spec_.kind == Kind::Bifocal;
@@ -149,20 +191,20 @@ template <typename T>
 void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out_t, float* out_f,
                                     cudaStream_t stream) const {
   const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
-  check(cudaMemcpyAsync(s.gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
-  check(cudaMemcpyAsync(s.gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
+  check(cudaMemcpyAsync(s.shared->gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
+  check(cudaMemcpyAsync(s.shared->gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
         "gather");
-  check(cudaMemcpyAsync(s.gathered_positions.data(), s.slot_positions.data(), s.slot_positions.bytes(),
+  check(cudaMemcpyAsync(s.shared->gathered_positions.data(), s.slot_positions.data(), s.slot_positions.bytes(),
                         cudaMemcpyDeviceToDevice, stream),
         "gather");
-  convert(in.keys, s.gathered_keys.data() + w * row, in.n * row, stream);
-  convert(in.values, s.gathered_values.data() + w * row, in.n * row, stream);
-  check(cudaMemcpyAsync(s.gathered_positions.data() + w, in.positions, in.n * sizeof(std::int64_t),
+  convert(in.keys, s.shared->gathered_keys.data() + w * row, in.n * row, stream);
+  convert(in.values, s.shared->gathered_values.data() + w * row, in.n * row, stream);
+  check(cudaMemcpyAsync(s.shared->gathered_positions.data() + w, in.positions, in.n * sizeof(std::int64_t),
                         cudaMemcpyDeviceToDevice, stream),
         "gather");
   const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
-                                     .keys = s.gathered_keys.data(), .values = s.gathered_values.data(),
-                                     .key_positions = s.gathered_positions.data(), .num_keys = w + in.n,
+                                     .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
+                                     .key_positions = s.shared->gathered_positions.data(), .num_keys = w + in.n,
                                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
@@ -199,31 +241,32 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     case Kind::Linear:
       linear_prefill(linear, hedgehog, in.queries, in.keys, in.values, in.n, {s.matrix.data(), s.normalizer.data()},
-                     s.branch.data(), scratch_of(s), stream);
+                     s.shared->branch.data(), scratch_of(s), stream);
       break;
     case Kind::Lolcats:
       lolcats_prefill<T>(linear, spec_.window, hedgehog, window_factor_.data(), in.queries, in.keys, in.values, in.n,
                          {s.keys.data(), s.values.data(), {s.matrix.data(), s.normalizer.data()}, in.positions},
-                         s.branch.data(), scratch_of(s), stream);
+                         s.shared->branch.data(), scratch_of(s), stream);
       break;
     case Kind::Mlstm:
       gate_products(in, s, &cublas, stream);
-      mlstm_prefill(mlstm, in.queries, in.keys, in.values, s.gates.data(), s.gates.data() + in.n * mlstm.states, in.n,
-                    cell, s.branch.data(), stream);
+      mlstm_prefill(mlstm, in.queries, in.keys, in.values, s.shared->gates.data(), s.shared->gates.data() + in.n * mlstm.states, in.n,
+                    cell, s.shared->branch.data(), scratch_of(s), stream);
       break;
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
       gate_products(in, s, &cublas, stream);
-      const float* input_gate = s.gates.data();
+      const float* input_gate = s.shared->gates.data();
       const float* forget_gate = input_gate + std::size_t(in.n) * mlstm.states;
       const float* mix_gate = forget_gate + std::size_t(in.n) * mlstm.states;
-      window_prefill(in, s, nullptr, s.window_branch.data(), stream);
-      mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.branch.data(), stream);
-      bifocal_mix(mix_gate, s.branch.data(), s.window_branch.data(), in.n, shape_.query_heads, shape_.head_dim, stream);
-      to_output(s.window_branch.data(), out, out_count, stream);
+      window_prefill(in, s, nullptr, s.shared->window_branch.data(), stream);
+      mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.shared->branch.data(),
+                    scratch_of(s), stream);
+      bifocal_mix(mix_gate, s.shared->branch.data(), s.shared->window_branch.data(), in.n, shape_.query_heads, shape_.head_dim, stream);
+      to_output(s.shared->window_branch.data(), out, out_count, stream);
       return;
     }
   }
-  to_output(s.branch.data(), out, out_count, stream);
+  to_output(s.shared->branch.data(), out, out_count, stream);
 }
 
 template <typename T>
@@ -237,34 +280,42 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
   switch (spec_.kind) {
     case Kind::Full:
     case Kind::SlidingWindow: {
+      // attention_decode stores the new token's k, v in their slot itself (new_key/new_value).
       std::int64_t* slot_positions = windowed ? s.slot_positions.data() : nullptr;
-      store_kv_slots<T>(in.keys, in.values, 1, in.positions, s.keys.data(), s.values.data(), slot_positions,
-                        shape_.kv_heads, shape_.head_dim, windowed ? spec_.window : 0, sink_tokens_, stream);
       const DecodeAttentionArgs<T> args{.query = in.queries, .query_position = in.positions, .keys = s.keys.data(),
                                         .values = s.values.data(), .slot_positions = slot_positions, .slots = s.slots,
                                         .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                         .head_dim = shape_.head_dim, .window = windowed ? spec_.window : 0,
                                         .sink_tokens = sink_tokens_,
-                                        .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
+                                        .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
+                                        .new_key = in.keys, .new_value = in.values};
       attention_decode<T, T>(args, scratch_of(s), out, stream);
       return;
     }
     case Kind::Linear:
       linear_decode(linear, hedgehog, in.queries, in.keys, in.values, {s.matrix.data(), s.normalizer.data()},
-                    s.branch.data(), stream);
+                    s.shared->branch.data(), stream);
       break;
     case Kind::Lolcats:
       lolcats_decode<T>(linear, spec_.window, hedgehog, window_factor_.data(), in.queries, in.keys, in.values,
                         {s.keys.data(), s.values.data(), {s.matrix.data(), s.normalizer.data()}, in.positions},
-                        s.branch.data(), stream);
+                        s.shared->branch.data(), stream);
       break;
-    case Kind::Mlstm:
-      gate_products(in, s, nullptr, stream);
-      mlstm_decode(mlstm, in.queries, in.keys, in.values, s.gates.data(), s.gates.data() + mlstm.states, cell,
-                   s.branch.data(), stream);
-      break;
-    case Kind::Bifocal: {
-      gate_products(in, s, nullptr, stream);
+    case Kind::Mlstm: {  // one launch: the gates W·x + b, the step and the output in T
+      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = input_gate_weight_.data(),
+                                          .input_bias = input_gate_bias_.size() ? input_gate_bias_.data() : nullptr,
+                                          .forget_weight = forget_gate_weight_.data(),
+                                          .forget_bias = forget_gate_bias_.size() ? forget_gate_bias_.data() : nullptr};
+      const MlstmDecodeArgs<T> args{.shape = mlstm, .gates = gates, .q = in.queries, .k = in.keys, .v = in.values,
+                                    .state = cell, .out = out, .mix = {}};  // no mix: the plain mLSTM mixer
+      mlstm_decode(args, stream);
+      return;
+    }
+    case Kind::Bifocal: {  // the new token into the ring, then the window attention and the mLSTM step + mix
+      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = input_gate_weight_.data(),
+                                          .input_bias = input_gate_bias_.size() ? input_gate_bias_.data() : nullptr,
+                                          .forget_weight = forget_gate_weight_.data(),
+                                          .forget_bias = forget_gate_bias_.size() ? forget_gate_bias_.data() : nullptr};
       store_kv_slots<T>(in.keys, in.values, 1, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
                         shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
       const BifocalDecodeArgs<T> args{.shape = mlstm, .keys = s.keys.data(), .values = s.values.data(),
@@ -272,13 +323,14 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                       .sink_tokens = sink_tokens_,
                                       .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
                                       .position = in.positions, .q = in.queries, .k = in.keys, .v = in.values,
-                                      .input_gate = s.gates.data(), .forget_gate = s.gates.data() + mlstm.states,
-                                      .mix_gate = s.gates.data() + 2 * mlstm.states, .state = cell, .out = s.branch.data()};
+                                      .gates = gates, .mix_weight = mix_gate_weight_.data(),
+                                      .mix_bias = mix_gate_bias_.size() ? mix_gate_bias_.data() : nullptr,
+                                      .state = cell, .out = out, .workspace = scratch_of(s)};
       bifocal_decode<T>(args, stream);
-      break;
+      return;
     }
   }
-  to_output(s.branch.data(), out, out_count, stream);
+  to_output(s.shared->branch.data(), out, out_count, stream);
 }
 
 template <typename T>

@@ -29,32 +29,51 @@ struct DeviceMixerInput {
   int n = 0;
 };
 
-// Everything one layer keeps for one sequence. The state proper (what the accounting counts):
-// keys/values and slot positions, and the fp32 recurrent state. The rest is scratch sized once
-// for the session's prefill chunk.
+// Scratch of one layer's prefill or decode call. The layers run one after another, so a session
+// holds ONE of these for all its layers, sized for the largest (DeviceMixer::scratch_sizes):
+// per-layer copies would make the workspace grow with the layer count (Bifocal, 4K-token chunks,
+// Qwen3-4B: 160 MB a layer, 5.7 GB for 36 layers).
+template <typename T>
+struct DeviceMixerScratch {
+  DeviceBuffer<T> gathered_keys, gathered_values;  // [slots + chunk, Hkv, d]: a window prefill's keys
+  DeviceBuffer<std::int64_t> gathered_positions;   // [slots + chunk]
+  DeviceBuffer<float> gates;                       // [chunk, 2S + Hq]: input, forget, mix gates
+  DeviceBuffer<float> branch;                      // [chunk, Hq, d]: a float mixer output
+  DeviceBuffer<float> window_branch;               // [chunk, Hq, d]: Bifocal's window output
+  DeviceBuffer<std::byte> workspace;               // kernel workspaces (attention splits, chunkwise)
+
+  std::size_t bytes() const {
+    return gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +
+           branch.bytes() + window_branch.bytes() + workspace.bytes();
+  }
+};
+
+// Element counts of each scratch buffer one layer needs; a session allocates the largest of each
+// over its layers.
+struct DeviceMixerScratchSizes {
+  std::size_t gathered_elements = 0, gathered_positions = 0, gates = 0, branch = 0, window_branch = 0,
+              workspace_bytes = 0;
+  void grow_to(const DeviceMixerScratchSizes& other);
+  template <typename T>
+  DeviceMixerScratch<T> allocate() const;
+};
+
+// What one layer keeps for one sequence: the state proper (what the accounting counts) — keys and
+// values, the fp32 recurrent state — and the slots' positions. `shared` is the session's scratch.
 template <typename T>
 struct DeviceMixerState {
   DeviceBuffer<T> keys, values;               // [slots, Hkv, d]
   DeviceBuffer<std::int64_t> slot_positions;  // [slots], −1 = empty (window mixers)
   DeviceBuffer<float> matrix, normalizer, stabilizer;
   std::int64_t slots = 0;
-
-  DeviceBuffer<T> gathered_keys, gathered_values;  // [slots + chunk, Hkv, d]: a window prefill's keys
-  DeviceBuffer<std::int64_t> gathered_positions;
-  DeviceBuffer<float> gates;                       // [chunk, 2S + Hq]: input, forget, mix gates
-  DeviceBuffer<float> branch;                      // [chunk, Hq, d]: a float mixer output
-  DeviceBuffer<float> window_branch;               // [chunk, Hq, d]: Bifocal's window output
-  DeviceBuffer<std::byte> scratch;                 // kernel workspaces
+  DeviceMixerScratch<T>* shared = nullptr;    // set by the session before any call
 
   // What the accounting counts (include/bifocal/budget.h): keys, values and the fp32 state.
   std::size_t state_bytes() const {
     return keys.bytes() + values.bytes() + matrix.bytes() + normalizer.bytes() + stabilizer.bytes();
   }
-  // Bookkeeping (the slots' positions, 8 bytes a slot) and scratch.
-  std::size_t workspace_bytes() const {
-    return slot_positions.bytes() + gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +
-           branch.bytes() + window_branch.bytes() + scratch.bytes();
-  }
+  // Bookkeeping: the slots' positions, 8 bytes a slot.
+  std::size_t workspace_bytes() const { return slot_positions.bytes(); }
 };
 
 template <typename T>
@@ -64,7 +83,10 @@ class DeviceMixer {
   DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int hidden, const MixerParameters& parameters);
 
   const MixerSpec& spec() const { return spec_; }
-  DeviceMixerState<T> new_state(std::int64_t capacity, int chunk) const;
+  DeviceMixerState<T> new_state(std::int64_t capacity) const;
+  // The scratch this layer's calls need for a session of `capacity` tokens and prefill chunks of
+  // `chunk` tokens.
+  DeviceMixerScratchSizes scratch_sizes(std::int64_t capacity, int chunk) const;
   // Back to an empty sequence: no cached token, zero states.
   void reset(DeviceMixerState<T>& state, cudaStream_t stream) const;
   // n tokens; out [n, Hq, d] in T (the o_proj input). Not captured: may copy small index arrays.

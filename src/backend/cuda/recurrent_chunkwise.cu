@@ -1,10 +1,11 @@
-// The chunkwise prefill kernel (contract and math in recurrent_chunkwise.cuh).
+// The chunkwise prefill kernel of linear attention and LoLCATs (contract and math in
+// recurrent_chunkwise.cuh; the mLSTM prefill, parallel over chunks, is mlstm_prefill.cu).
 //
-// Block (rank, s) owns the columns [rank·d/ranks, …) of state head s for the whole sequence;
+// Block (rank, kv) owns the columns [rank·d/ranks, …) of KV head kv's state for the whole sequence;
 // the L×L scores are recomputed by every block of the cluster (the price of not exchanging them).
 // Per chunk: L²·f (scores, 4×4 register tiles) + L·f·columns (entering state) + L²·columns
 // (intra-chunk values) + L·f·columns (state update) multiply-adds on CUDA cores, from shared
-// memory; the only global traffic is q, k, v, the gates and the outputs.
+// memory; the only global traffic is φ(q), φ(k), v and the outputs.
 #include "backend/cuda/recurrent_chunkwise.cuh"
 
 #include <cooperative_groups.h>
@@ -15,6 +16,7 @@
 #include "backend/cpu/linear_attention.h"
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/recurrent_device.cuh"
 #include "bifocal/error.h"
 
@@ -29,17 +31,13 @@ using device::kRecurrentThreads;
 constexpr int transposed_stride(int chunk) { return chunk + 4; }
 
 struct ChunkwiseLayout {
-  int cumulative_log_forget, input, stabilizers, entering, row_denominator, normalizer;
+  int row_denominator, normalizer;
   int state, weights, scores, keys_t, queries_t, values;
   device::SharedCarve carve;
   __host__ __device__ ChunkwiseLayout(int chunk, int f, int columns) {
-    cumulative_log_forget = carve.take(2 * chunk);  // b_τ, double [L]
-    input = carve.take(2 * chunk);                  // ĩ_τ, double [L]
-    stabilizers = carve.take(chunk);                // m_τ [L]
-    entering = carve.take(chunk);                   // e_τ [L]
     row_denominator = carve.take(chunk);            // the output divisor of row τ [L]
     normalizer = carve.take(f);                     // n (z), carried across chunks [f]
-    state = carve.take(f * columns);                // C, this block's columns, carried [f, columns]
+    state = carve.take(f * columns);                // S, this block's columns, carried [f, columns]
     weights = carve.take(chunk * chunk);            // W_τj [L, L]
     scores = carve.take(chunk * chunk);             // S_τj of the current query head [L, L]
     keys_t = carve.take(f * transposed_stride(chunk));     // k_j[a] at [a, j]
@@ -48,10 +46,10 @@ struct ChunkwiseLayout {
   }
 };
 
-// tile[a·stride + j] = scale · source(j, a) for j < count, a < f: rows of a [count, f] matrix
+// tile[a·stride + j] = source(j, a) for j < count, a < f: rows of a [count, f] matrix
 // (read coalesced along a) stored transposed, 8 loads in flight per thread.
 template <typename Source>
-__device__ void load_transposed(const Source& source, int count, int f, float scale, float* tile, int stride) {
+__device__ void load_transposed(const Source& source, int count, int f, float* tile, int stride) {
   constexpr int kInFlight = 8;
   for (int base = threadIdx.x; base < count * f; base += blockDim.x * kInFlight) {
     float x[kInFlight];
@@ -63,30 +61,24 @@ __device__ void load_transposed(const Source& source, int count, int f, float sc
     #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int item = base + u * blockDim.x;
-      if (item < count * f) tile[(item % f) * stride + item / f] = x[u] * scale;
+      if (item < count * f) tile[(item % f) * stride + item / f] = x[u];
     }
   }
 }
 
-// Block (rank, s): state head s, columns [rank·d/ranks, …) of its state; the whole sequence.
-// The block's slice of C stays in shared memory from the first chunk to the last.
+// Block (rank, kv): KV head kv, columns [rank·d/ranks, …) of its state; the whole sequence.
+// The block's slice of S stays in shared memory from the first chunk to the last.
 template <ChunkwiseNormalisation kNormalise>
 __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseArgs a) {
   const cg::cluster_group cluster = cg::this_cluster();
-  constexpr bool kMlstm = kNormalise == ChunkwiseNormalisation::Mlstm;
-  const int s = blockIdx.y, f = a.feature_dim, d = a.head_dim, L = a.chunk, LT = transposed_stride(a.chunk);
-  const int readers = a.query_heads / a.states, first_query = s * readers;
-  const int kv = s / (a.states / a.kv_heads);
+  const int kv = blockIdx.y, f = a.feature_dim, d = a.head_dim, L = a.chunk, LT = transposed_stride(a.chunk);
+  const int readers = a.query_heads / a.kv_heads, first_query = kv * readers;
   const int ranks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int columns = d / ranks, col_begin = rank * columns, quads = columns / 4;
 
   const ChunkwiseLayout layout(L, f, columns);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
-  double* cumulative_log_forget = reinterpret_cast<double*>(shared + layout.cumulative_log_forget);
-  double* input = reinterpret_cast<double*>(shared + layout.input);
-  float* stabilizers = shared + layout.stabilizers;
-  float* entering = shared + layout.entering;
   float* row_denominator = shared + layout.row_denominator;
   float* normalizer = shared + layout.normalizer;
   float* state = shared + layout.state;
@@ -95,17 +87,21 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
   float* keys_t = shared + layout.keys_t;
   float* queries_t = shared + layout.queries_t;
   float* values = shared + layout.values;
-  float* matrix = a.matrix + std::size_t(s) * f * d;
+  float* matrix = a.matrix + std::size_t(kv) * f * d;
 
-  // The entering state: this block's columns of C, and n and m_0 (which block 0 overwrites at the
-  // end, after the barrier that follows every block's read).
+  // The inputs and the entering state come from earlier kernels (a programmatic dependent
+  // launch, cluster_launch.h).
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();
+
+  // The entering state: this block's columns of S, and z (which block 0 overwrites at the end,
+  // after the barrier that follows every block's read).
   for (int item = threadIdx.x; item < f * quads; item += blockDim.x) {
     const int i = item / quads, quad = item % quads;
     *reinterpret_cast<float4*>(state + i * columns + 4 * quad) =
         *reinterpret_cast<const float4*>(matrix + std::size_t(i) * d + col_begin + 4 * quad);
   }
-  for (int i = threadIdx.x; i < f; i += blockDim.x) normalizer[i] = a.normalizer[std::size_t(s) * f + i];
-  float entering_stabilizer = kMlstm ? a.stabilizer[s] : 0.0f;
+  for (int i = threadIdx.x; i < f; i += blockDim.x) normalizer[i] = a.normalizer[std::size_t(kv) * f + i];
   int first_key = 0;  // LoLCATs: token i's leaving key t − w exists once t = start + i ≥ w
   if (a.tokens_seen != nullptr)
     first_key = int(min(max(std::int64_t(a.window) - *a.tokens_seen, std::int64_t(0)), std::int64_t(a.n)));
@@ -114,33 +110,11 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
   for (int chunk_start = 0; chunk_start < a.n; chunk_start += L) {
     const int count = min(L, a.n - chunk_start);
 
-    // (a) mLSTM: ĩ_τ and logf_τ in parallel, then b_τ = Σ logf and m_τ by one thread — in double
-    //     and in order, as cpu/mlstm.cpp does (its stabilizers then agree with ours bit for bit).
-    if (kMlstm) {
-      for (int i = threadIdx.x; i < count; i += blockDim.x) {
-        const std::size_t at = std::size_t(chunk_start + i) * a.states + s;
-        const device::MlstmLogGates gates = device::mlstm_log_gates(a.input_gate[at], a.forget_gate[at]);
-        input[i] = gates.input;
-        cumulative_log_forget[i] = gates.log_forget;  // summed in place below
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        double log_forget_sum = 0.0;
-        float m = entering_stabilizer;
-        for (int i = 0; i < count; ++i) {
-          const double log_forget = cumulative_log_forget[i];
-          m = device::mlstm_next_stabilizer(m, {input[i], log_forget});
-          log_forget_sum += log_forget;
-          cumulative_log_forget[i] = log_forget_sum;
-          stabilizers[i] = m;
-        }
-      }
-    }
-    // (b) The chunk's keys (transposed) and this block's value columns.
+    // (a) The chunk's keys (transposed) and this block's value columns.
     const auto key_at = [&](int j, int i) {
       return a.key_features[(std::size_t(chunk_start + j) * a.kv_heads + kv) * f + i];
     };
-    load_transposed(key_at, count, f, 1.0f, keys_t, LT);
+    load_transposed(key_at, count, f, keys_t, LT);
     for (int item = threadIdx.x; item < count * quads; item += blockDim.x) {
       const int j = item / quads, quad = item % quads;
       *reinterpret_cast<float4*>(values + j * columns + 4 * quad) = *reinterpret_cast<const float4*>(
@@ -148,31 +122,21 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
     }
     __syncthreads();
 
-    // (c) The weights W_τj (0 above the diagonal, past the chunk, and before LoLCATs' first key)
-    //     and the entering state's weight e_τ. The exponents are differences taken in double (b_τ
-    //     − b_j keeps full precision even when b has run far negative), then rounded: every
-    //     exponent is ≤ 0, and one that matters is small.
+    // (b) The causal mask W_τj: 1 on and below the diagonal, 0 above it, past the chunk, and before
+    //     LoLCATs' first key.
     for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
       const int row = item / L, j = item % L;
-      const bool causal = j <= row && row < count && chunk_start + j >= first_key;
-      float w = causal ? 1.0f : 0.0f;
-      if (kMlstm && causal)
-        w = expf(float(cumulative_log_forget[row] - cumulative_log_forget[j] + input[j] - double(stabilizers[row])));
-      weights[item] = w;
+      weights[item] = j <= row && row < count && chunk_start + j >= first_key ? 1.0f : 0.0f;
     }
-    for (int row = threadIdx.x; row < count; row += blockDim.x)
-      entering[row] = kMlstm ? expf(float(cumulative_log_forget[row] + double(entering_stabilizer) -
-                                          double(stabilizers[row])))
-                             : 1.0f;
     __syncthreads();
 
-    // (d) The outputs, one query head at a time.
+    // (c) The outputs, one query head at a time.
     for (int g = 0; g < readers; ++g) {
       const int head = first_query + g;
       const auto query_at = [&](int row, int i) {
         return a.query_features[(std::size_t(chunk_start + row) * a.query_heads + head) * f + i];
       };
-      load_transposed(query_at, count, f, a.query_scale, queries_t, LT);
+      load_transposed(query_at, count, f, queries_t, LT);
       __syncthreads();
 
       // Scores S_τj = (q_τ·k_j)·W_τj in 4×4 register tiles on and below the diagonal.
@@ -200,7 +164,7 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
       }
       __syncthreads();
 
-      // q·n_τ = e_τ·q_τᵀn_0 + Σ_j S_τj and the divisor of row τ: four lanes per row (L ≤ 64).
+      // φ(q)·z_τ = φ(q_τ)ᵀz_0 + Σ_j S_τj and the divisor of row τ: four lanes per row (L ≤ 64).
       {
         const int row = threadIdx.x / 4, part = threadIdx.x % 4;
         float dot = 0.0f, intra = 0.0f;
@@ -213,10 +177,8 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
           intra += __shfl_xor_sync(0xffffffffu, intra, offset);
         }
         if (row < count && part == 0) {
-          const float query_dot_normalizer = entering[row] * dot + intra;
-          if constexpr (kNormalise == ChunkwiseNormalisation::Mlstm) {
-            row_denominator[row] = device::mlstm_denominator(query_dot_normalizer, stabilizers[row]);
-          } else if constexpr (kNormalise == ChunkwiseNormalisation::Linear) {
+          const float query_dot_normalizer = dot + intra;
+          if constexpr (kNormalise == ChunkwiseNormalisation::Linear) {
             row_denominator[row] = query_dot_normalizer + cpu::kLinearEps;
           } else {
             row_denominator[row] = 1.0f;
@@ -227,7 +189,7 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
       }
       __syncthreads();
 
-      // h_τ = e_τ·q_τᵀC_0 + Σ_j S_τj v_j for this block's columns, 4 at a time.
+      // h_τ = φ(q_τ)ᵀS_0 + Σ_j S_τj v_j for this block's columns, 4 at a time.
       for (int item = threadIdx.x; item < count * quads; item += blockDim.x) {
         const int row = item / quads, quad = item % quads;
         float4 h = make_float4(0, 0, 0, 0);
@@ -236,8 +198,6 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
           const float4 c4 = *reinterpret_cast<const float4*>(state + i * columns + 4 * quad);
           h.x = fmaf(qi, c4.x, h.x), h.y = fmaf(qi, c4.y, h.y), h.z = fmaf(qi, c4.z, h.z), h.w = fmaf(qi, c4.w, h.w);
         }
-        const float e = entering[row];
-        h.x *= e, h.y *= e, h.z *= e, h.w *= e;
         for (int j = 0; j <= row; ++j) {
           const float score = scores[row * L + j];
           const float4 v4 = *reinterpret_cast<const float4*>(values + j * columns + 4 * quad);
@@ -252,15 +212,12 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
       __syncthreads();  // queries_t is refilled for the next head
     }
 
-    // (e) The state leaving the chunk: row L−1 of the same weights.
-    const int last = count - 1;
-    const float carry = entering[last];
-    const float* last_weights = weights + last * L;
+    // (d) The state leaving the chunk: row L−1 of the same mask.
+    const float* last_weights = weights + (count - 1) * L;
     for (int item = threadIdx.x; item < f * quads; item += blockDim.x) {
       const int i = item / quads, quad = item % quads;
       float4* cell = reinterpret_cast<float4*>(state + i * columns + 4 * quad);
       float4 c4 = *cell;
-      c4.x *= carry, c4.y *= carry, c4.z *= carry, c4.w *= carry;
       for (int j = 0; j < count; ++j) {
         const float key_weight = last_weights[j] * keys_t[i * LT + j];
         const float4 v4 = *reinterpret_cast<const float4*>(values + j * columns + 4 * quad);
@@ -270,11 +227,10 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
       *cell = c4;
     }
     for (int i = threadIdx.x; i < f; i += blockDim.x) {
-      float n_i = carry * normalizer[i];
+      float n_i = normalizer[i];
       for (int j = 0; j < count; ++j) n_i = fmaf(last_weights[j], keys_t[i * LT + j], n_i);
       normalizer[i] = n_i;
     }
-    if (kMlstm) entering_stabilizer = stabilizers[last];
     __syncthreads();
   }
 
@@ -283,10 +239,8 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
     *reinterpret_cast<float4*>(matrix + std::size_t(i) * d + col_begin + 4 * quad) =
         *reinterpret_cast<const float4*>(state + i * columns + 4 * quad);
   }
-  if (rank == 0) {
-    for (int i = threadIdx.x; i < f; i += blockDim.x) a.normalizer[std::size_t(s) * f + i] = normalizer[i];
-    if (kMlstm && threadIdx.x == 0) a.stabilizer[s] = entering_stabilizer;
-  }
+  if (rank == 0)
+    for (int i = threadIdx.x; i < f; i += blockDim.x) a.normalizer[std::size_t(kv) * f + i] = normalizer[i];
 }
 
 // The largest chunk (64 or 32 tokens) whose tiles fit in a block's shared memory.
@@ -307,7 +261,7 @@ void launch(ChunkwiseArgs args, cudaStream_t stream) {
   const int ranks = cluster_ranks(args.head_dim, 1);
   args.chunk = chunk_length(args.feature_dim, args.head_dim / ranks);
   const ChunkwiseLayout layout(args.chunk, args.feature_dim, args.head_dim / ranks);
-  launch_in_clusters(chunkwise_kernel<kNormalise>, dim3(ranks, args.states), kRecurrentThreads, ranks,
+  launch_in_clusters(chunkwise_kernel<kNormalise>, dim3(ranks, args.kv_heads), kRecurrentThreads, ranks,
                      layout.carve.bytes(), stream, "chunkwise_kernel", args);
 }
 
@@ -315,7 +269,6 @@ void launch(ChunkwiseArgs args, cudaStream_t stream) {
 
 void launch_chunkwise(ChunkwiseNormalisation normalise, ChunkwiseArgs args, cudaStream_t stream) {
   switch (normalise) {
-    case ChunkwiseNormalisation::Mlstm: return launch<ChunkwiseNormalisation::Mlstm>(args, stream);
     case ChunkwiseNormalisation::Linear: return launch<ChunkwiseNormalisation::Linear>(args, stream);
     case ChunkwiseNormalisation::Unnormalised: return launch<ChunkwiseNormalisation::Unnormalised>(args, stream);
   }

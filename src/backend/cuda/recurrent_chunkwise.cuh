@@ -1,50 +1,62 @@
-// The chunkwise core shared by the mLSTM, linear-attention and LoLCATs prefills
-// (recurrent_prefill.cu): one kernel that runs a state head's whole sequence chunk by chunk. Per
-// state head and chunk of L tokens entered with state (C_0, n_0, m_0),
-//   scores  S_τj = (q_τ · k_j) · W_τj                        (j ≤ τ)
-//   numer.  h_τ  = e_τ · q_τᵀC_0 + Σ_j S_τj v_j,   q·n_τ = e_τ · q_τᵀn_0 + Σ_j S_τj
-//   leaving C_L  = e_L · C_0 + Σ_j W_Lj k_j v_jᵀ,  n_L likewise
-// with, for mLSTM, q = q̂ = q/√d, W_τj = e^{b_τ − b_j + ĩ_j − m_τ} and e_τ = e^{b_τ + m_0 − m_τ}
-// (b the cumulative log forget gate, m_τ the recurrence's stabilizer: cpu/mlstm.cpp's
-// chunkwise_state_head derives the form), and for linear attention q, k = φ(q), φ(k), W = 1 and
-// e = 1 (LoLCATs: W = 0 for the tokens whose leaving key does not exist yet). All device
-// pointers; plain C++ header.
+// The chunkwise prefill kernels. All device pointers; plain C++ header.
+//
+// mLSTM (mlstm_prefill.cu): parallel over chunks — each chunk's contribution to the state, a scan
+// over chunks (the state entering each, in a stabilized log-scale), then every chunk's outputs —
+// so a 4,096-token prefill keeps the whole GPU busy instead of walking 64 chunks in sequence.
+//
+// Linear attention and LoLCATs (recurrent_chunkwise.cu, called by recurrent_prefill.cu): one
+// kernel that runs a KV head's whole sequence chunk by chunk. Per KV head and chunk of L tokens
+// entered with state (S_0, z_0),
+//   scores  S_τj = φ(q_τ) · φ(k_j)                 (j ≤ τ; LoLCATs: 0 for a leaving key that does not exist yet)
+//   numer.  h_τ  = φ(q_τ)ᵀS_0 + Σ_j S_τj v_j,      φ(q)·z_τ = φ(q_τ)ᵀz_0 + Σ_j S_τj
+//   leaving S_L  = S_0 + Σ_j φ(k_j) v_jᵀ,          z_L likewise.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "backend/cpu/mlstm.h"
 
 namespace bifocal::cuda {
 
+// cpu::mlstm_chunkwise on the GPU (DESIGN.md mlstm): q [n, Hq, d], k, v [n, Hkv, d], raw gate
+// pre-activations input_gate, forget_gate [n, S]; out [n, Hq, d]. The state (cpu::MlstmState
+// layout) is read and advanced by the n tokens in place, so consecutive calls continue one
+// sequence. Equal to cpu::mlstm_recurrent to fp32 rounding for any n, any starting state and any
+// gates; the stabilizer m is the CPU's fp32 sequence (bit for bit but for a double-rounding tie,
+// ~2^-28 a token, which moves it one ulp). head_dim: a multiple of 8, at most 256. The workspace (16-byte
+// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 33 MiB for Qwen3-4B's 8 states and 4,096
+// tokens) holds the per-chunk states. Three kernels on `stream`; nothing allocated or synchronised.
+std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n);
+void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
+                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
+                   void* workspace, cudaStream_t stream);
+
 enum class ChunkwiseNormalisation {
-  Mlstm,         // h / (max(|q̂ᵀn|, e^{−m}) + 1e-6)
   Linear,        // h / (φ(q)ᵀz + ε)
   Unnormalised,  // h as is, φ(q)ᵀz to `denominators` (LoLCATs merges it with the window)
 };
 
 struct ChunkwiseArgs {
   int n, chunk;                          // tokens; chunk length L (a multiple of 4)
-  int query_heads, kv_heads, states;     // S: mLSTM states, Hkv for linear attention
+  int query_heads, kv_heads;             // the states: one per KV head
   int feature_dim, head_dim;             // f rows, d columns of each state
-  const float* query_features;           // [n, Hq, f]: q (mLSTM) or φ(q)
-  float query_scale;                     // 1/√d (q̂ = q/√d) or 1
-  const float* key_features;             // [n, Hkv, f]: k or φ(k) (LoLCATs: of the leaving key)
+  const float* query_features;           // [n, Hq, f]: φ(q)
+  const float* key_features;             // [n, Hkv, f]: φ(k) (LoLCATs: of the leaving key)
   const float* values;                   // [n, Hkv, d]
-  const float* input_gate;               // [n, S] (mLSTM)
-  const float* forget_gate;              // [n, S] (mLSTM)
   const std::int64_t* tokens_seen;       // LoLCATs: keys exist from token w − start on; else nullptr
   int window;                            // LoLCATs w
-  float* matrix;                         // [S, f, d]
-  float* normalizer;                     // [S, f]
-  float* stabilizer;                     // [S] (mLSTM)
+  float* matrix;                         // [Hkv, f, d]
+  float* normalizer;                     // [Hkv, f]
   float* out;                            // [n, Hq, d]
   float* denominators;                   // [n, Hq] (Unnormalised)
 };
 
-// Runs the n tokens of args on `stream` (one cluster of up to 8 blocks per state head, each
-// owning a slice of the state's columns, which stays in its shared memory for the whole call).
-// args.chunk is chosen here. Nothing is allocated or synchronised.
+// Runs the n tokens of args on `stream` (one cluster of up to 8 blocks per KV head, each owning a
+// slice of the state's columns, which stays in its shared memory for the whole call). args.chunk
+// is chosen here. Nothing is allocated or synchronised.
 void launch_chunkwise(ChunkwiseNormalisation normalise, ChunkwiseArgs args, cudaStream_t stream);
 
 }  // namespace bifocal::cuda

@@ -1,18 +1,18 @@
-// One-token decode steps of the mLSTM, linear-attention and LoLCATs mixers. Contracts in
-// recurrent_decode.cuh; the math is DESIGN.md's, mirrored from backend/cpu/{mlstm,
-// linear_attention,lolcats}.cpp.
+// One-token decode steps of the linear-attention and LoLCATs mixers (the mLSTM step, with
+// Bifocal's mix, is in mlstm_decode.cu). Contracts in recurrent_decode.cuh; the math is
+// DESIGN.md's, mirrored from backend/cpu/{linear_attention,lolcats}.cpp.
 //
-// Grid: one cluster of `ranks` blocks per state head (mLSTM) or KV head (linear, LoLCATs). Block
-// r of a cluster owns the state columns [r·d/ranks, (r+1)·d/ranks): it updates them, reads them
-// with its query heads, and writes those columns of the outputs. The normalizer (d or f floats)
-// is updated redundantly by every block — each needs all of φ(q)ᵀz or q̂ᵀn — and stored by
-// block 0 after a cluster barrier, once every block has read the old one. LoLCATs' window rows
-// are split over the cluster by slot, and each block merges all blocks' softmax partials for its
-// columns through distributed shared memory.
+// Grid: one cluster of `ranks` blocks per KV head. Block r of a cluster owns the state columns
+// [r·d/ranks, (r+1)·d/ranks): it updates them, reads them with its query heads, and writes those
+// columns of the outputs. The normalizer (f floats) is updated redundantly by every block — each
+// needs all of φ(q)ᵀz — and stored by block 0 after a cluster barrier, once every block has read
+// the old one. LoLCATs' window rows are split over the cluster by slot, and each block merges all
+// blocks' softmax partials for its columns through distributed shared memory.
 //
-// Bytes per step (what bounds them, all in one pass): mLSTM S·d²·8 (state read + written) plus
-// q, k, v; linear Hkv·f·d·8; LoLCATs Hkv·f·d·8 when a key leaves the window (·4 otherwise) plus
-// the window, w·Hkv·d·2·sizeof(T).
+// Bytes per step (what bounds them, all in one pass): linear Hkv·f·d·8; LoLCATs Hkv·f·d·8 when a
+// key leaves the window (·4 otherwise) plus the window, w·Hkv·d·2·sizeof(T). Both kernels are
+// programmatic dependent launches (cluster_launch.h): they wait for the previous kernel before
+// touching memory.
 #include "backend/cuda/recurrent_decode.cuh"
 
 #include <cooperative_groups.h>
@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/recurrent_device.cuh"
 #include "backend/cuda/window_device.cuh"
 #include "bifocal/error.h"
@@ -36,84 +37,6 @@ using device::kRecurrentThreads;
 void check_head_dim(int head_dim, const char* where) {
   if (head_dim <= 0 || head_dim % 8 != 0 || head_dim > 256)
     fail(where, "head dimension " + std::to_string(head_dim) + " is not a multiple of 8 in 8 … 256");
-}
-
-// =============================================================================================
-// mLSTM
-
-struct MlstmDecodeLayout {
-  int query, key_weight, value, next_normalizer, denominator, numerators, scratch;
-  device::SharedCarve carve;
-  __host__ __device__ MlstmDecodeLayout(int readers, int d, int columns) {
-    query = carve.take(readers * d);              // q̂ = q/√d of the state's readers [readers, d]
-    key_weight = carve.take(d);                   // i′·k [d]
-    value = carve.take(d);                        // v [d]
-    next_normalizer = carve.take(d);              // n_t [d]
-    denominator = carve.take(readers);            // max(|q̂ᵀn_t|, e^{−m_t}) + 1e-6 [readers]
-    numerators = carve.take(readers * columns);   // q̂ᵀC_t of this block's columns [readers, columns]
-    scratch = carve.take(device::state_pass_scratch_floats(columns));  // the state pass's lane sums
-  }
-};
-
-// Block (rank, s): state head s, columns of rank. DESIGN.md mlstm, one token.
-__global__ void __launch_bounds__(kRecurrentThreads)
-    mlstm_decode_kernel(cpu::MlstmShape shape, const float* q, const float* k, const float* v,
-                        const float* input_gate, const float* forget_gate, cpu::MlstmState state, float* out) {
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int d = shape.head_dim, s = blockIdx.y;
-  const int readers = shape.query_heads / shape.states, first_query = s * readers;  // h / (Hq/S) = s
-  const int kv = s / (shape.states / shape.kv_heads);                               // state=q repeats k, v
-  const int ranks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
-  const int columns = d / ranks, col_begin = rank * columns;
-
-  const MlstmDecodeLayout layout(readers, d, columns);
-  extern __shared__ float4 shared_memory[];
-  float* shared = reinterpret_cast<float*>(shared_memory);
-  float* query = shared + layout.query;
-  float* key_weight = shared + layout.key_weight;
-  float* value = shared + layout.value;
-  float* next_normalizer = shared + layout.next_normalizer;
-  float* denominator = shared + layout.denominator;
-  float* numerators = shared + layout.numerators;
-  __shared__ device::MlstmStep step;
-
-  // m_t, f′, i′ from the gates; q̂ = q/√d.
-  if (threadIdx.x == 0) step = device::mlstm_step(input_gate[s], forget_gate[s], state.stabilizer[s]);
-  const float query_scale = float(1.0 / sqrt(double(d)));
-  for (int i = threadIdx.x; i < readers * d; i += blockDim.x)
-    query[i] = q[std::size_t(first_query) * d + i] * query_scale;
-  __syncthreads();
-
-  // n_t = f′n_{t−1} + i′k (all of it: every block needs q̂ᵀn_t).
-  const float* normalizer = state.normalizer + std::size_t(s) * d;
-  for (int a = threadIdx.x; a < d; a += blockDim.x) {
-    key_weight[a] = step.input_weight * k[std::size_t(kv) * d + a];
-    value[a] = v[std::size_t(kv) * d + a];
-    next_normalizer[a] = fmaf(step.forget_weight, normalizer[a], key_weight[a]);
-  }
-  __syncthreads();
-  for (int g = threadIdx.x / 32; g < readers; g += blockDim.x / 32) {
-    float dot = 0.0f;
-    for (int a = threadIdx.x % 32; a < d; a += 32) dot = fmaf(query[g * d + a], next_normalizer[a], dot);
-    dot = device::warp_sum(dot);
-    if (threadIdx.x % 32 == 0) denominator[g] = device::mlstm_denominator(dot, step.stabilizer);
-  }
-
-  // C_t = f′C_{t−1} + i′k vᵀ and q̂ᵀC_t, this block's columns (the pass ends with a barrier).
-  device::state_columns_pass(state.matrix + std::size_t(s) * d * d, d, d, col_begin, columns, true,
-                             step.forget_weight, key_weight, value, query, d, readers, numerators,
-                             shared + layout.scratch);
-  for (int i = threadIdx.x; i < readers * columns; i += blockDim.x) {
-    const int g = i / columns, c = i % columns;
-    out[std::size_t(first_query + g) * d + col_begin + c] = numerators[i] / denominator[g];
-  }
-
-  // n and m are read by every block of the cluster: store them once all have.
-  cluster.sync();
-  if (rank == 0) {
-    for (int a = threadIdx.x; a < d; a += blockDim.x) state.normalizer[std::size_t(s) * d + a] = next_normalizer[a];
-    if (threadIdx.x == 0) state.stabilizer[s] = step.stabilizer;
-  }
 }
 
 // =============================================================================================
@@ -150,6 +73,9 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   const int readers = dims.query_heads / dims.kv_heads, first_query = kv * readers;
   const int ranks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int columns = d / ranks, col_begin = rank * columns;
+
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // q, k, v and the state are written by earlier kernels
 
   const LinearDecodeLayout layout(readers, d, f, columns);
   extern __shared__ float4 shared_memory[];
@@ -248,6 +174,9 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   const int ranks = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int columns = d / ranks, col_begin = rank * columns;
 
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // the inputs, the ring, the state and tokens_seen
+
   const std::int64_t t = *state.tokens_seen;
   const std::int64_t current_slot = t % window;  // holds key t − w until this step replaces it
   const bool leaving = t >= window;
@@ -331,18 +260,6 @@ __global__ void __launch_bounds__(kRecurrentThreads)
 }
 
 }  // namespace
-
-void mlstm_decode(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
-                  const float* input_gate, const float* forget_gate, cpu::MlstmState state, float* out,
-                  cudaStream_t stream) {
-  cpu::mlstm_check_shape(shape);
-  check_head_dim(shape.head_dim, "mlstm_decode");
-  const int ranks = cluster_ranks(shape.head_dim, shape.states);
-  const int readers = shape.query_heads / shape.states;
-  const MlstmDecodeLayout layout(readers, shape.head_dim, shape.head_dim / ranks);
-  launch_in_clusters(mlstm_decode_kernel, dim3(ranks, shape.states), kRecurrentThreads, ranks, layout.carve.bytes(),
-                     stream, "mlstm_decode_kernel", shape, q, k, v, input_gate, forget_gate, state, out);
-}
 
 void linear_decode(const cpu::LinearShape& shape, const float* hedgehog_weight, const float* q, const float* k,
                    const float* v, cpu::LinearState state, float* out, cudaStream_t stream) {

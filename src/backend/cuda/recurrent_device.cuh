@@ -1,8 +1,8 @@
 // Device-side building blocks of the recurrent mixers' kernels (recurrent_decode.cu,
-// recurrent_prefill.cu, bifocal_decode.cu): the mLSTM gate arithmetic, the feature maps φ of
+// recurrent_prefill.cu, recurrent_chunkwise.cu, mlstm_decode.cu): the mLSTM gate arithmetic, the feature maps φ of
 // linear attention, and the pass that updates a slice of a d_k × d_v state matrix and reads it
 // with a few query vectors. DEVICE CODE: include from .cu files only (the launch APIs are in the
-// plain-C++ headers recurrent_decode.cuh, recurrent_prefill.cuh, bifocal_decode.cuh).
+// plain-C++ headers recurrent_decode.cuh, recurrent_prefill.cuh, recurrent_chunkwise.cuh).
 //
 // Every block of these kernels has kRecurrentThreads threads.
 #pragma once

@@ -1,11 +1,11 @@
-// Chunkwise prefill of the mLSTM, linear-attention and LoLCATs mixers. Contracts in
-// recurrent_prefill.cuh; the math mirrors backend/cpu/mlstm.cpp (chunkwise_state_head, whose
-// comment derives the form), linear_attention.cpp (linear_head_chunkwise) and lolcats.cpp.
+// Chunkwise prefill of the linear-attention and LoLCATs mixers (the mLSTM's is mlstm_prefill.cu).
+// Contracts in recurrent_prefill.cuh; the math mirrors backend/cpu/linear_attention.cpp
+// (linear_head_chunkwise) and lolcats.cpp.
 //
-// mLSTM runs the chunkwise core (recurrent_chunkwise.cuh) on q, k, v directly; linear attention
-// first maps q and k through φ (feature_rows_kernel) into the workspace; LoLCATs maps q and the
-// keys as they leave the window, runs the core unnormalised, then its window part merges the two
-// (lolcats_window_kernel) and the ring takes the last w tokens (lolcats_store_kernel).
+// Linear attention first maps q and k through φ (feature_rows_kernel) into the workspace, then runs
+// the chunkwise core (recurrent_chunkwise.cuh); LoLCATs maps q and the keys as they leave the
+// window, runs the core unnormalised, then its window part merges the two (lolcats_window_kernel)
+// and the ring takes the last w tokens (lolcats_store_kernel).
 #include "backend/cuda/recurrent_prefill.cuh"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_device.cuh"
 #include "backend/cuda/window_device.cuh"
@@ -82,6 +83,8 @@ template <typename Keys>
 __global__ void __launch_bounds__(kRecurrentThreads)
     feature_rows_kernel(LinearDims dims, const float* hedgehog_weight, const float* q, Keys unbound_keys,
                         float* query_features, float* key_features, float* leaving_values) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // q, k, v (and the ring) come from earlier kernels
   const auto keys = unbound_keys.bind();
   const int i = blockIdx.x, kv = blockIdx.y, d = dims.head_dim, f = dims.feature_dim;
   const int group = dims.query_heads / dims.kv_heads;
@@ -108,12 +111,9 @@ void launch_feature_rows(const LinearDims& dims, int n, const float* hedgehog_we
   const int group = dims.query_heads / dims.kv_heads;
   const std::size_t bytes =
       (device::padded((group + 1) * dims.head_dim) + device::padded((group + 1) * dims.feature_dim)) * sizeof(float);
-  if (bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(feature_rows_kernel<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-          "feature_rows_kernel");
-  feature_rows_kernel<<<dim3(n, dims.kv_heads), kRecurrentThreads, bytes, stream>>>(
-      dims, hedgehog_weight, q, keys, query_features, key_features, leaving_values);
-  check_launch("feature_rows_kernel");
+  launch_dependent(feature_rows_kernel<Keys>, dim3(n, dims.kv_heads), dim3(kRecurrentThreads), bytes, stream,
+                   "feature_rows_kernel", dims, hedgehog_weight, q, keys, query_features, key_features,
+                   leaving_values);
 }
 
 // LoLCATs' window for token i: positions max(0, t−w+1) … t, t = start + i; the ring holds those
@@ -158,6 +158,8 @@ __global__ void __launch_bounds__(kRecurrentThreads)
     lolcats_window_kernel(LinearDims dims, int window, const float* window_factor, const float* q, const float* k,
                           const float* v, const T* ring_keys, const T* ring_values, const std::int64_t* tokens_seen,
                           const float* linear_denominators, float* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // out (φ(q)ᵀS) and the denominators come from chunkwise_kernel
   const int i = blockIdx.x, kv = blockIdx.y, d = dims.head_dim;
   const int group = dims.query_heads / dims.kv_heads, first_query = kv * group;
   const std::int64_t start = *tokens_seen, t = start + i;
@@ -191,6 +193,8 @@ __global__ void __launch_bounds__(kRecurrentThreads)
 template <typename T>
 __global__ void lolcats_store_kernel(const float* k, const float* v, int n, int window, int kv_heads, int d,
                                      const std::int64_t* tokens_seen, T* ring_keys, T* ring_values) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // every reader of the ring has run
   const std::int64_t start = *tokens_seen;
   const std::int64_t first = max(start, start + n - window);
   const std::int64_t row = std::int64_t(kv_heads) * d, count = (start + n - first) * row;
@@ -228,22 +232,6 @@ PrefillWorkspace carve_workspace(const cpu::LinearShape& shape, int n, void* bas
 
 }  // namespace
 
-void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
-                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   cudaStream_t stream) {
-  cpu::mlstm_check_shape(shape);
-  check_head_dim(shape.head_dim, "mlstm_prefill");
-  ChunkwiseArgs args{};
-  args.n = n;
-  args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
-  args.feature_dim = shape.head_dim, args.head_dim = shape.head_dim;
-  args.query_features = q, args.query_scale = float(1.0 / std::sqrt(double(shape.head_dim)));
-  args.key_features = k, args.values = v, args.input_gate = input_gate, args.forget_gate = forget_gate;
-  args.matrix = state.matrix, args.normalizer = state.normalizer, args.stabilizer = state.stabilizer;
-  args.out = out;
-  launch_chunkwise(ChunkwiseNormalisation::Mlstm, args, stream);
-}
-
 std::size_t linear_prefill_workspace_bytes(const cpu::LinearShape& shape, int n) {
   std::size_t bytes = 0;
   carve_workspace(shape, n, nullptr, &bytes);
@@ -262,9 +250,9 @@ void linear_prefill(const cpu::LinearShape& shape, const float* hedgehog_weight,
                       parts.key_features, nullptr, stream);
   ChunkwiseArgs args{};
   args.n = n;
-  args.query_heads = dims.query_heads, args.kv_heads = dims.kv_heads, args.states = dims.kv_heads;
+  args.query_heads = dims.query_heads, args.kv_heads = dims.kv_heads;
   args.feature_dim = dims.feature_dim, args.head_dim = dims.head_dim;
-  args.query_features = parts.query_features, args.query_scale = 1.0f;
+  args.query_features = parts.query_features;
   args.key_features = parts.key_features, args.values = v;
   args.matrix = state.matrix, args.normalizer = state.normalizer;
   args.out = out;
@@ -295,9 +283,9 @@ void lolcats_prefill(const cpu::LinearShape& shape, int window, const float* hed
   // 2. The linear part, unnormalised: out = φ(q)ᵀS, denominators = φ(q)ᵀz.
   ChunkwiseArgs args{};
   args.n = n;
-  args.query_heads = dims.query_heads, args.kv_heads = dims.kv_heads, args.states = dims.kv_heads;
+  args.query_heads = dims.query_heads, args.kv_heads = dims.kv_heads;
   args.feature_dim = dims.feature_dim, args.head_dim = dims.head_dim;
-  args.query_features = parts.query_features, args.query_scale = 1.0f;
+  args.query_features = parts.query_features;
   args.key_features = parts.key_features, args.values = parts.leaving_values;
   args.tokens_seen = state.tokens_seen, args.window = window;
   args.matrix = state.linear.matrix, args.normalizer = state.linear.normalizer;
@@ -306,22 +294,16 @@ void lolcats_prefill(const cpu::LinearShape& shape, int window, const float* hed
 
   // 3. The window part, merged with the linear part into out.
   const PrefillWindowLayout layout(shape.group(), dims.head_dim);
-  const std::size_t bytes = layout.carve.bytes();
-  if (bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(lolcats_window_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
-          "lolcats_window_kernel");
-  lolcats_window_kernel<T><<<dim3(n, dims.kv_heads), kRecurrentThreads, bytes, stream>>>(
-      dims, window, window_factor, q, k, v, state.window_keys, state.window_values, state.tokens_seen,
-      parts.denominators, out);
-  check_launch("lolcats_window_kernel");
+  launch_dependent(lolcats_window_kernel<T>, dim3(n, dims.kv_heads), dim3(kRecurrentThreads), layout.carve.bytes(),
+                   stream, "lolcats_window_kernel", dims, window, window_factor, q, k, v, state.window_keys,
+                   state.window_values, state.tokens_seen, parts.denominators, out);
 
   // 4. The ring keeps the last w tokens.
   const std::int64_t stored = std::int64_t(std::min(n, window)) * dims.kv_heads * dims.head_dim;
   const int blocks = int(std::min<std::int64_t>((stored + kRecurrentThreads - 1) / kRecurrentThreads, 1024));
-  lolcats_store_kernel<T><<<blocks, kRecurrentThreads, 0, stream>>>(k, v, n, window, dims.kv_heads, dims.head_dim,
-                                                                    state.tokens_seen, state.window_keys,
-                                                                    state.window_values);
-  check_launch("lolcats_store_kernel");
+  launch_dependent(lolcats_store_kernel<T>, dim3(blocks), dim3(kRecurrentThreads), 0, stream, "lolcats_store_kernel", k,
+                   v, n, window, dims.kv_heads, dims.head_dim, state.tokens_seen, state.window_keys,
+                   state.window_values);
 }
 
 template void lolcats_prefill<__nv_bfloat16>(const cpu::LinearShape&, int, const float*, const float*, const float*,

@@ -23,15 +23,13 @@
 
 #include "backend/cpu/linear_attention.h"
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_decode.cuh"
 
 namespace bifocal::cuda {
 
-// cpu::mlstm_chunkwise on the GPU: the state (cpu::MlstmState layout) is read and advanced by the
-// n tokens; raw gate pre-activations input_gate, forget_gate [n, S]. No workspace.
-void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
-                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   cudaStream_t stream);
+// cpu::mlstm_chunkwise on the GPU, parallel over chunks: mlstm_prefill and
+// mlstm_prefill_workspace_bytes (recurrent_chunkwise.cuh, included above).
 
 // cpu::linear_attention_chunkwise on the GPU (the state advanced by the n tokens). The workspace
 // holds φ(q) and φ(k) of the n tokens.

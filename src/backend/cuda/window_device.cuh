@@ -1,5 +1,5 @@
 // Device-side softmax attention of a few query heads over a window of cached keys, the window
-// branch of LoLCATs and Bifocal (DESIGN.md lolcats, swa, bifocal). One block computes the
+// branch of LoLCATs (DESIGN.md lolcats, swa). One block computes the
 // unnormalised softmax state of its share of the window's rows — per query head the row max m,
 // Σ e^{s_j − m} and Σ e^{s_j − m} v_j, s_j = q·k_j/√d — and window_total() merges such partials
 // (of the blocks of a cluster, or of one block) to a common max. DEVICE CODE: include from .cu

@@ -1,0 +1,561 @@
+// Decode attention over a short cache — ≤ kWindowDecodeMaxSlots slots: swa's window, Bifocal's
+// window branch, full attention's linear cache while it is small — in ONE launch, the new
+// token's store folded in when the caller passes its key and value. Contracts in
+// attention_decode.cuh; the math is attention_decode.cu's (base-2 logits, q pre-multiplied by
+// log2(e)/√d, the learned sink in the denominator only).
+//
+// ---- Cost model (H200: 132 SMs, ~1.98 GHz; Qwen3-4B swa(576): Hq 32, Hkv 8, d 128, bf16) ----
+// The window is 576 slots × 8 KV heads × 512 B (key + value) = 2.4 MB: 0.6 µs at 4.3 TB/s, so a
+// short cache is bound by latency, not bytes. The split kernel + combine cost 7–10 µs per layer
+// (with store_kv_slots): three dependent launches, each waiting for its predecessor to drain,
+// a cp.async ring prologue and a serial mma chain per tile. Here every step is one round trip:
+//  * launch: one cluster of R ≤ 8 blocks (R = ⌈slots / 16⌉, capped) per KV head and group of ≤ 8
+//    query heads: 64 blocks on 64 SMs for Qwen3-4B. Block r owns the contiguous slots
+//    [r·n/R, (r+1)·n/R) (n: the ring's slots, or a linear cache's p + 1): 72 slots = 36 KiB.
+//  * before the wait for the previous kernel (PDL): a ring's ranges depend on nothing earlier
+//    kernels write, so the block asks L2 to prefetch its rows (cp.async.bulk.prefetch, one per
+//    row: no register or shared-memory cost, no value read — a hint the contract allows) while
+//    the previous kernels still run; the loads after the wait then come from L2 (~0.3 µs less).
+//  * loads: ONE round — every 16-byte cp.async of the block's keys, values and slot positions is
+//    issued before any arithmetic (9 per thread at 576 slots), the query and p meanwhile. The
+//    staging holds ⌈slots/R⌉ rows; it falls back to two-stage rounds only when they do not fit
+//    in 227 KiB (fp32 d ≥ 128 or d = 256 near 2K slots). ~0.4–0.8 µs from L2, ~1 µs from HBM.
+//  * arithmetic, SIMT fp32 (exact; at ≤ 256 rows per block tensor cores would save nothing
+//    visible): lanes_per_row = d/8 lanes share a row (16 for d = 128), 8 elements each, q of the
+//    ≤ 8 heads in registers. A batch of 8/G rows × G heads = 8 dot products is reduced over the
+//    row's lanes by a transposing butterfly (each step halves the values a lane keeps): 8
+//    shuffles per batch instead of 32 (shuffles, at one warp-instruction per clock per SM, would
+//    otherwise be the bound; 8 rather than 16 per batch pads a 72-row block to 96, not 128).
+//    Then a block-wide softmax per head (warp per head), P·V on the same lanes
+//    (8·G FMA per row and lane), the lanes' accumulators summed by shuffles and shared memory.
+//    At 72 rows × 4 heads: ~1,200–1,500 FMA + ~200 shuffle warp-instructions per block per phase,
+//    ~0.4 µs in all; at 256 rows (2K slots) ~1.2 µs.
+//  * merge: each block's (max, Σe, Σe·v) per head stays in its shared memory; one cluster
+//    barrier; block r then merges outputs [r·G·d/R, (r+1)·G·d/R) — 3R independent distributed
+//    shared-memory loads per output, one round trip — applies the learned sink once and writes
+//    the output (OutT float or bf16). A second barrier keeps every block's partial alive until
+//    the cluster has read it. ~0.3 µs.
+//  * store (new_key given): the block owning the new token's slot overwrites that staged row
+//    and position with the fresh key/value (rounded to T, as the store would) once its copies
+//    have landed, then writes them to the cache (one block) and the ring's position (one block
+//    of the grid). Every block that stages that slot (other query-head slices of the KV head)
+//    overrides it the same way, so what it read of the slot, old or new, never counts; other
+//    KV heads' rows are other bytes. This removes store_kv_slots' launch and its kernel
+//    boundary (~1.5 µs with PDL).
+// Expected: ~1.5–2.5 µs per layer for swa(576) (one kernel, store included), ≤ ~3 µs at 2K bf16.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/cluster_launch.h"
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kHeadsPerCluster = 8;    // query heads one cluster serves; larger GQA groups take several
+constexpr int kMinRowsPerRank = 16;    // below this a block's fixed costs outweigh its share of the loads
+constexpr int kDotsPerBatch = 8;       // dot products reduced together: 8/G rows × G heads
+constexpr int kElementsPerLane = 8;    // one 16-byte bf16 chunk (two fp32 chunks) of a row per lane
+constexpr int kSharedBudget = 227 * 1024 - 1024;  // the sm_90 per-block limit, less the static arrays
+constexpr float kLog2e = 1.4426950408889634f;
+
+static_assert(kHeadsPerCluster <= kWarps, "the softmax step gives every head one warp");
+
+// ---- PTX wrappers ----------------------------------------------------------------------------
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global → shared, bypassing L1; the bytes past src_bytes (all when 0) are zeroes.
+__device__ __forceinline__ void copy16_async(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void copy8_async(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+// Asks L2 to fetch `bytes` (a multiple of 16) from a 16-byte aligned address; reads no value.
+__device__ __forceinline__ void prefetch_to_l2(const void* p, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void prefetch_line_to_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
+__device__ __forceinline__ void store_out(float* out, float value) { *out = value; }
+__device__ __forceinline__ void store_out(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
+
+// 8 consecutive elements of a staged row (16-byte aligned) as floats.
+template <typename T>
+__device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
+  const uint4* chunks = reinterpret_cast<const uint4*>(p);
+  if constexpr (sizeof(T) == 2) {
+    device::unpack16(chunks[0], out, static_cast<const __nv_bfloat16*>(nullptr));
+  } else {
+    device::unpack16(chunks[0], out, static_cast<const float*>(nullptr));
+    device::unpack16(chunks[1], out + 4, static_cast<const float*>(nullptr));
+  }
+}
+
+// ---- Layout (host and device) ------------------------------------------------------------------
+
+// The launch and the dynamic shared memory of one block (the same in every block, so that a
+// block's partial sits at the same address in each: map_shared_rank). Byte offsets:
+//   acc    float [GROUP, d]  this block's Σ e·v per head (the partial the cluster merges)
+//   q      float [GROUP, d]  the query heads, pre-scaled (zero past the unit's heads)
+//   logits float [round_rows, GROUP]  a round's logits, then in place its weights e^{s − m}
+//   flags  u8 [round_rows]   a round's visibility per row
+//   positions int64 [stages, round_rows]  a ring's staged slot positions
+//   rows   the stages' key rows then value rows [round_rows][pitch] each; after the last round
+//          the warps' accumulators [kWarps, GROUP, d] (it is at least that large)
+struct WindowLayout {
+  int ranks;          // blocks per cluster
+  int slices;         // clusters per KV head (⌈group / 8⌉)
+  int rows_per_rank;  // the most slots one block owns
+  int round_rows;     // slots staged at once
+  int stages;         // 1: the block's slots in one round; 2: double-buffered rounds
+  int pitch;          // bytes per staged row: an odd number of 16-byte units ≥ the row
+  int acc, q, logits, flags, positions, rows, bytes;
+};
+
+template <typename T>
+WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, int head_dim, int group_tile) {
+  WindowLayout l{};
+  l.ranks = int(std::clamp<std::int64_t>((slots + kMinRowsPerRank - 1) / kMinRowsPerRank, 1, kMaxClusterRanks));
+  l.slices = (query_heads / kv_heads + kHeadsPerCluster - 1) / kHeadsPerCluster;
+  l.rows_per_rank = int(std::max<std::int64_t>(1, (slots + l.ranks - 1) / l.ranks));
+  const int units16 = head_dim * int(sizeof(T)) / 16;
+  l.pitch = 16 * (units16 % 2 == 1 ? units16 : units16 + 1);
+  const int head_floats = group_tile * head_dim * int(sizeof(float));
+  const auto carve = [&](int round_rows, int stages) {
+    int offset = 0;
+    const auto take = [&](int bytes) {
+      const int at = offset;
+      offset += (bytes + 15) / 16 * 16;
+      return at;
+    };
+    l.acc = take(head_floats);
+    l.q = take(head_floats);
+    l.logits = take(round_rows * group_tile * int(sizeof(float)));
+    l.flags = take(round_rows);
+    l.positions = take(stages * round_rows * int(sizeof(std::int64_t)));
+    l.rows = take(std::max(stages * round_rows * 2 * l.pitch, kWarps * head_floats));
+    l.round_rows = round_rows;
+    l.stages = stages;
+    l.bytes = offset;
+  };
+  carve(l.rows_per_rank, 1);
+  // Too large for one round: two stages of as many rows as fit (the copies of round k + 1 fly
+  // while round k is computed).
+  for (int rows = (l.rows_per_rank + 1) / 2; l.bytes > kSharedBudget && rows >= 1; --rows) carve(rows, 2);
+  return l;
+}
+
+// ---- Device steps ------------------------------------------------------------------------------
+
+// The block's threads laid over staged rows: `lanes` (a power of two ≥ d/8, ≤ 32) lanes share a
+// row, lane `part` holding elements [8·part, 8·part + 8); `groups` rows at once.
+struct RowLanes {
+  int lanes, groups, group, part;
+  bool active;  // 8·part < d
+};
+
+__device__ inline RowLanes row_lanes(int d) {
+  int lanes = 1;
+  while (lanes * kElementsPerLane < d) lanes *= 2;
+  const int part = int(threadIdx.x) % lanes;
+  return {lanes, kThreads / lanes, int(threadIdx.x) / lanes, part, part * kElementsPerLane < d};
+}
+
+// Which of the kDotsPerBatch sums a lane holds after reduce_dots: [first, first + count), the
+// same on the lanes that differ only in the bits below `writer`'s; one of them writes.
+struct HeldDots {
+  int first, count;
+  bool writer;
+};
+
+// Sums each of the kDotsPerBatch values over the `lanes` lanes of a row: a butterfly that at each
+// step keeps half of the values (the half selected by this lane's bit) and sends the other half,
+// so the step count and the values sent halve together — 8 shuffles for 8 values over 16 lanes,
+// where a butterfly per value takes 32. Every lane of the warp takes part.
+__device__ inline HeldDots reduce_dots(float (&v)[kDotsPerBatch], int lanes, int part) {
+  int offset = lanes / 2, first = 0, count = kDotsPerBatch;
+  #pragma unroll
+  for (int n = kDotsPerBatch; n > 1; n /= 2) {
+    if (offset == 0) break;
+    const bool upper = (part & offset) != 0;
+    #pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? v[i] : v[i + n / 2], keep = upper ? v[i + n / 2] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    if (upper) first += n / 2;
+    count = n / 2;
+    offset /= 2;
+  }
+  const int shared_bits = offset > 0 ? 2 * offset - 1 : 0;  // lanes that end with the same value
+  for (; offset > 0; offset /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
+  return {first, count, (part & shared_bits) == 0};
+}
+
+// Copies slots [first, first + count) of the block's KV head into a stage: key and value rows
+// (16-byte chunks spread over the threads) and a ring's positions. A linear cache's slots the
+// window hides are zero-filled without a read.
+template <typename T>
+__device__ void stage_slots(const DecodeAttentionArgs<T>& a, const T* keys, const T* values, std::int64_t first,
+                            int count, std::int64_t position, int pitch, unsigned char* stage_keys,
+                            unsigned char* stage_values, std::int64_t* stage_positions) {
+  constexpr int VEC = 16 / int(sizeof(T));
+  const bool ring = a.slot_positions != nullptr;
+  const int chunks = a.head_dim / VEC;
+  const std::int64_t row_stride = std::int64_t(a.kv_heads) * a.head_dim;
+  for (int i = threadIdx.x; i < count * chunks; i += kThreads) {
+    const int row = i / chunks, chunk = i % chunks;
+    const std::int64_t slot = first + row;
+    const bool read = ring || a.window == 0 || device::key_visible(position, slot, a.window, a.sink_tokens);
+    const std::int64_t offset = read ? slot * row_stride + chunk * VEC : 0;
+    copy16_async(stage_keys + row * pitch + 16 * chunk, keys + offset, read ? 16 : 0);
+    copy16_async(stage_values + row * pitch + 16 * chunk, values + offset, read ? 16 : 0);
+  }
+  if (ring)
+    for (int i = threadIdx.x; i < count; i += kThreads) copy8_async(stage_positions + i, a.slot_positions + first + i);
+}
+
+// The base-2 logits of a stage's rows for the GROUP heads (−∞ where a row is hidden: a select,
+// as a hidden row may hold NaN) into logits[row, GROUP], visibility into flags[row].
+template <typename T, int GROUP>
+__device__ void stage_logits(const DecodeAttentionArgs<T>& a, const unsigned char* stage_keys,
+                             const std::int64_t* stage_positions, std::int64_t first, int count,
+                             std::int64_t position, int pitch, const float* q_shared, const RowLanes& lanes,
+                             float* logits, unsigned char* flags) {
+  constexpr int ROWS = kDotsPerBatch / GROUP;  // rows of one batch per row group
+  const int d = a.head_dim;
+  float q[GROUP][kElementsPerLane];
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g)
+    #pragma unroll
+    for (int e = 0; e < kElementsPerLane; ++e)
+      q[g][e] = lanes.active ? q_shared[g * d + lanes.part * kElementsPerLane + e] : 0.0f;
+  const int batch_rows = lanes.groups * ROWS;
+  for (int base = 0; base < count; base += batch_rows) {  // the same bound on every thread
+    float dots[kDotsPerBatch];
+    #pragma unroll
+    for (int u = 0; u < ROWS; ++u) {
+      const int row = base + u * lanes.groups + lanes.group;
+      float k[kElementsPerLane] = {};
+      if (row < count && lanes.active)
+        load8_shared<T>(stage_keys + row * pitch + lanes.part * kElementsPerLane * int(sizeof(T)), k);
+      #pragma unroll
+      for (int g = 0; g < GROUP; ++g) {
+        float low = 0.0f, high = 0.0f;  // two chains: half the FMA latency
+        #pragma unroll
+        for (int e = 0; e < kElementsPerLane; e += 2) {
+          low = fmaf(q[g][e], k[e], low);
+          high = fmaf(q[g][e + 1], k[e + 1], high);
+        }
+        dots[u * GROUP + g] = low + high;
+      }
+    }
+    const HeldDots held = reduce_dots(dots, lanes.lanes, lanes.part);
+    #pragma unroll
+    for (int j = 0; j < kDotsPerBatch; ++j) {
+      if (j >= held.count || !held.writer) break;
+      const int index = held.first + j, g = index % GROUP;
+      const int row = base + (index / GROUP) * lanes.groups + lanes.group;
+      if (row >= count) continue;
+      const std::int64_t key_position = stage_positions != nullptr ? stage_positions[row] : first + row;
+      const bool visible = device::key_visible(position, key_position, a.window, a.sink_tokens);
+      logits[row * GROUP + g] = visible ? dots[j] : -INFINITY;
+      if (g == 0) flags[row] = visible;
+    }
+  }
+}
+
+// One round's softmax step, a warp per head: the round max m_r, the new running max
+// M = max(M, m_r), the weights e^{s − M} in place of the logits, the running Σ rescaled by
+// correction = e^{M_old − M} (also applied to the accumulators) plus the round's weights.
+template <int GROUP>
+__device__ void softmax_round(float* logits, int count, float* running_max, float* running_sum, float* correction) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int g = warp; g < GROUP; g += kWarps) {
+    float top = -INFINITY;
+    for (int row = lane; row < count; row += 32) top = fmaxf(top, logits[row * GROUP + g]);
+    const float old_max = running_max[g], new_max = fmaxf(old_max, device::warp_max(top));
+    const float shift = new_max == -INFINITY ? 0.0f : new_max;  // keeps e^{−∞ − shift} = 0
+    float sum = 0.0f;
+    for (int row = lane; row < count; row += 32) {
+      const float weight = exp2f(logits[row * GROUP + g] - shift);
+      logits[row * GROUP + g] = weight;
+      sum += weight;
+    }
+    sum = device::warp_sum(sum);
+    __syncwarp();  // every lane has read running_max
+    if (lane == 0) {
+      const float factor = exp2f(old_max - shift);
+      correction[g] = factor;
+      running_sum[g] = running_sum[g] * factor + sum;
+      running_max[g] = new_max;
+    }
+  }
+}
+
+// acc[g][·] = acc·correction_g + Σ_rows w_g(row) · v_row over this row group's visible rows
+// (hidden rows are skipped, never multiplied: their values may be NaN).
+template <typename T, int GROUP>
+__device__ void accumulate_values(const unsigned char* stage_values, const float* weights, const unsigned char* flags,
+                                  int count, int pitch, const float* correction, const RowLanes& lanes,
+                                  float (&acc)[GROUP][kElementsPerLane]) {
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {
+    const float factor = correction[g];
+    #pragma unroll
+    for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] *= factor;
+  }
+  if (!lanes.active) return;
+  #pragma unroll 2
+  for (int row = lanes.group; row < count; row += lanes.groups) {
+    if (!flags[row]) continue;
+    float v[kElementsPerLane];
+    load8_shared<T>(stage_values + row * pitch + lanes.part * kElementsPerLane * int(sizeof(T)), v);
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+      const float weight = weights[row * GROUP + g];
+      #pragma unroll
+      for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] = fmaf(weight, v[e], acc[g][e]);
+    }
+  }
+}
+
+// ---- The kernel ----------------------------------------------------------------------------------
+
+// Cluster `unit` = (KV head kv, slice of ≤ 8 of its query heads); block `rank` of it owns the
+// slots [rank·n/R, (rank+1)·n/R). See the cost model above for the steps.
+template <typename T, typename OutT, int GROUP>
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_decode_window_kernel(DecodeAttentionArgs<T> a, WindowLayout layout, OutT* out) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  __shared__ float running_max[GROUP], running_sum[GROUP], correction[GROUP];
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank()), ranks = layout.ranks;
+  const int unit = int(blockIdx.x) / ranks, kv = unit / layout.slices, slice = unit % layout.slices;
+  const int d = a.head_dim, group = a.query_heads / a.kv_heads;
+  const int first_head = kv * group + slice * kHeadsPerCluster;
+  const int heads = min(kHeadsPerCluster, group - slice * kHeadsPerCluster);
+  const bool ring = a.slot_positions != nullptr;
+  const std::int64_t row_stride = std::int64_t(a.kv_heads) * d;
+  const T* keys = a.keys + std::int64_t(kv) * d;  // slot j's row: keys + j·row_stride
+  const T* values = a.values + std::int64_t(kv) * d;
+
+  device::allow_next_kernel_launch();
+  if (ring) {  // the block's rows into L2 while the previous kernels run (a hint: no value is read)
+    const std::int64_t begin = a.slots * rank / ranks, end = a.slots * (rank + 1) / ranks;
+    const int row_bytes = d * int(sizeof(T)), count = int(end - begin);
+    for (int i = threadIdx.x; i < 2 * count; i += kThreads)
+      prefetch_to_l2((i < count ? keys : values) + (begin + i % count) * row_stride, row_bytes);
+    // 16 positions per 128-byte line: addresses ≤ 16 apart, the last one the range's last slot.
+    for (int i = threadIdx.x; count > 0 && i <= (count + 15) / 16; i += kThreads)
+      prefetch_line_to_l2(a.slot_positions + min(begin + 16 * i, end - 1));
+  }
+  device::wait_for_previous_kernel();  // q, p, the new token (or its stored slot) are the previous kernels'
+
+  // The block's slots. A linear cache is read only up to p (its rows past p were never written).
+  std::int64_t position = 0, end = a.slots;
+  if (!ring) {
+    position = *a.query_position;
+    end = min(a.slots, position + 1);
+  }
+  const std::int64_t begin = end * rank / ranks;
+  const int rows = int(end * (rank + 1) / ranks - begin);
+  const int rounds = (rows + layout.round_rows - 1) / layout.round_rows;
+  unsigned char* stage_rows = shared + layout.rows;
+  std::int64_t* stage_positions = reinterpret_cast<std::int64_t*>(shared + layout.positions);
+  const auto stage_keys = [&](int round) {
+    return stage_rows + (round % layout.stages) * 2 * layout.round_rows * layout.pitch;
+  };
+  const auto stage_values = [&](int round) { return stage_keys(round) + layout.round_rows * layout.pitch; };
+  const auto stage_positions_of = [&](int round) {
+    return stage_positions + (round % layout.stages) * layout.round_rows;
+  };
+  const auto round_count = [&](int round) { return min(layout.round_rows, rows - round * layout.round_rows); };
+  const auto round_first = [&](int round) { return begin + std::int64_t(round) * layout.round_rows; };
+
+  // 1. Every copy of the first rounds (all of them, nearly always) before any arithmetic.
+  for (int round = 0; round < layout.stages; ++round) {
+    if (round < rounds)
+      stage_slots(a, keys, values, round_first(round), round_count(round), position, layout.pitch, stage_keys(round),
+                  stage_values(round), stage_positions_of(round));
+    commit_copies();
+  }
+  // q (pre-scaled) and a ring's p while the copies fly.
+  if (ring) position = *a.query_position;
+  float* q_shared = reinterpret_cast<float*>(shared + layout.q);
+  const float q_scale = kLog2e * rsqrtf(float(d));
+  for (int i = threadIdx.x; i < GROUP * d; i += kThreads)
+    q_shared[i] = i / d < heads ? a.query[std::size_t(first_head) * d + i] * q_scale : 0.0f;
+  if (threadIdx.x < GROUP) {
+    running_max[threadIdx.x] = -INFINITY;
+    running_sum[threadIdx.x] = 0.0f;
+  }
+  // The new token's slot (store_kv_slots' rule), when this launch stores it.
+  std::int64_t new_slot = -1;
+  if (a.new_key != nullptr) {
+    const bool wraps = ring && a.window > 0 && position >= a.sink_tokens;
+    new_slot = wraps ? a.sink_tokens + (position - a.sink_tokens) % (a.window - a.sink_tokens) : position;
+    if (new_slot >= a.slots) new_slot = -1;
+  }
+
+  const RowLanes lanes = row_lanes(d);
+  float* logits = reinterpret_cast<float*>(shared + layout.logits);
+  unsigned char* flags = shared + layout.flags;
+  float acc[GROUP][kElementsPerLane] = {};
+  for (int round = 0; round < rounds; ++round) {
+    if (layout.stages == 2)
+      wait_copies<1>();
+    else
+      wait_copies<0>();
+    __syncthreads();  // the round's rows, q and the running state are visible to the block
+    const std::int64_t first = round_first(round);
+    const int count = round_count(round);
+    if (new_slot >= first && new_slot < first + count) {  // block-uniform
+      // The store, folded in: the fresh key/value as the cache holds them (rounded to T) into
+      // the staged row — its copy has landed, so nothing overwrites them — and into the cache.
+      const int row = int(new_slot - first);
+      T* staged_key = reinterpret_cast<T*>(stage_keys(round) + row * layout.pitch);
+      T* staged_value = reinterpret_cast<T*>(stage_values(round) + row * layout.pitch);
+      const std::size_t cache_row = std::size_t(new_slot) * row_stride + std::size_t(kv) * d;
+      for (int i = threadIdx.x; i < d; i += kThreads) {
+        const T key = device::from_float<T>(a.new_key[std::size_t(kv) * d + i]);
+        const T value = device::from_float<T>(a.new_value[std::size_t(kv) * d + i]);
+        staged_key[i] = key;
+        staged_value[i] = value;
+        if (slice == 0) {  // the unit's other slices stage the same row; one writes the cache
+          const_cast<T*>(a.keys)[cache_row + i] = key;
+          const_cast<T*>(a.values)[cache_row + i] = value;
+        }
+      }
+      if (threadIdx.x == 0) {
+        stage_positions_of(round)[row] = position;
+        if (ring && unit == 0) const_cast<std::int64_t*>(a.slot_positions)[new_slot] = position;
+      }
+      __syncthreads();
+    }
+    stage_logits<T, GROUP>(a, stage_keys(round), ring ? stage_positions_of(round) : nullptr, first, count, position,
+                           layout.pitch, q_shared, lanes, logits, flags);
+    __syncthreads();
+    softmax_round<GROUP>(logits, count, running_max, running_sum, correction);
+    __syncthreads();
+    accumulate_values<T, GROUP>(stage_values(round), logits, flags, count, layout.pitch, correction, lanes, acc);
+    if (round + layout.stages < rounds) {
+      __syncthreads();  // every thread is done with this stage
+      stage_slots(a, keys, values, round_first(round + layout.stages), round_count(round + layout.stages), position,
+                  layout.pitch, stage_keys(round), stage_values(round), stage_positions_of(round));
+    }
+    commit_copies();
+  }
+
+  // 2. The block's partial: the row groups' accumulators summed, first inside each warp by
+  //    shuffles (its groups are `lanes` lanes apart), then over the warps through the staging
+  //    memory, free now.
+  for (int offset = lanes.lanes; offset < 32; offset *= 2)
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g)
+      #pragma unroll
+      for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], offset);
+  wait_copies<0>();
+  __syncthreads();
+  float* warp_acc = reinterpret_cast<float*>(stage_rows);  // [kWarps, GROUP, d]
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 < lanes.lanes && lanes.active)
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g)
+      #pragma unroll
+      for (int e = 0; e < kElementsPerLane; ++e)
+        warp_acc[(warp * GROUP + g) * d + lanes.part * kElementsPerLane + e] = acc[g][e];
+  __syncthreads();
+  float* block_acc = reinterpret_cast<float*>(shared + layout.acc);
+  for (int i = threadIdx.x; i < heads * d; i += kThreads) {
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) sum += warp_acc[(w * GROUP + i / d) * d + i % d];
+    block_acc[i] = sum;
+  }
+
+  // 3. The cluster's merge: o = Σ_r e^{m_r − M} acc_r / (Σ_r e^{m_r − M} l_r + e^{S − M}),
+  //    M = max(max_r m_r, S) (S: the learned sink, base 2; −∞ without). A block that saw no
+  //    visible slot has m = −∞, l = 0, acc = 0: factor 0 on zeroes.
+  cluster.sync();
+  const int total = heads * d, from = total * rank / ranks, to = total * (rank + 1) / ranks;
+  for (int i = from + int(threadIdx.x); i < to; i += kThreads) {
+    const int g = i / d;
+    float max[kMaxClusterRanks], sum[kMaxClusterRanks], value[kMaxClusterRanks];
+    #pragma unroll
+    for (int r = 0; r < kMaxClusterRanks; ++r) {  // all loads first: one round trip
+      if (r >= ranks) break;
+      max[r] = *cluster.map_shared_rank(running_max + g, r);
+      sum[r] = *cluster.map_shared_rank(running_sum + g, r);
+      value[r] = *cluster.map_shared_rank(block_acc + i, r);
+    }
+    const float sink = a.learned_sinks ? a.learned_sinks[first_head + g] * kLog2e : -INFINITY;
+    float top = sink;
+    #pragma unroll
+    for (int r = 0; r < kMaxClusterRanks; ++r)
+      if (r < ranks) top = fmaxf(top, max[r]);
+    const float shift = top == -INFINITY ? 0.0f : top;
+    float numerator = 0.0f, denominator = exp2f(sink - shift);
+    #pragma unroll
+    for (int r = 0; r < kMaxClusterRanks; ++r) {
+      if (r >= ranks) break;
+      const float factor = exp2f(max[r] - shift);
+      numerator = fmaf(factor, value[r], numerator);
+      denominator = fmaf(factor, sum[r], denominator);
+    }
+    store_out(out + std::size_t(first_head) * d + i, numerator / denominator);
+  }
+  cluster.sync();  // no block leaves while another still reads its partial
+}
+
+template <typename T, typename OutT, int GROUP>
+void launch_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
+  const WindowLayout layout = window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, GROUP);
+  const int units = a.kv_heads * layout.slices;
+  launch_in_clusters(attention_decode_window_kernel<T, OutT, GROUP>, dim3(unsigned(units * layout.ranks)), kThreads,
+                     layout.ranks, std::size_t(layout.bytes), stream, "attention_decode_window_kernel", a, layout, out);
+}
+
+}  // namespace
+
+template <typename T, typename OutT>
+void attention_decode_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
+  const int heads = std::min(a.query_heads / a.kv_heads, kHeadsPerCluster);
+  if (heads <= 1)
+    launch_window<T, OutT, 1>(a, out, stream);
+  else if (heads <= 2)
+    launch_window<T, OutT, 2>(a, out, stream);
+  else if (heads <= 4)
+    launch_window<T, OutT, 4>(a, out, stream);
+  else
+    launch_window<T, OutT, 8>(a, out, stream);
+}
+
+template void attention_decode_window<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, float*,
+                                                            cudaStream_t);
+template void attention_decode_window<__nv_bfloat16, __nv_bfloat16>(const DecodeAttentionArgs<__nv_bfloat16>&,
+                                                                    __nv_bfloat16*, cudaStream_t);
+template void attention_decode_window<float, float>(const DecodeAttentionArgs<float>&, float*, cudaStream_t);
+template void attention_decode_window<float, __nv_bfloat16>(const DecodeAttentionArgs<float>&, __nv_bfloat16*,
+                                                            cudaStream_t);
+
+}  // namespace bifocal::cuda

@@ -1,0 +1,553 @@
+// Prefill attention on the tensor cores: bf16 keys and values, head_dim 64 or 128, sm_90a
+// mma.sync m16n8k16 (bf16 × bf16 → fp32). Same contract as the SIMT kernel of attention_prefill.cu
+// (attention_prefill.cuh), same result within the bf16 rounding of q and of the softmax weights.
+//
+// The math (DESIGN.md "full", "swa", learned sink), in base 2: for the row of query head h at
+// position p, o = Σ_j 2^{s_j − m} v_j / (Σ_j 2^{s_j − m} + 2^{S − m}) over the keys j that
+// key_visible(p, kp_j) admits, s_j = q·k_j · log2(e)/√d, S = S_h · log2(e) for a learned sink (else
+// no term), m the running max. The tensor cores return q·k unscaled; the scale is folded into the
+// exponent, so one weight is one FFMA and one MUFU.EX2. A learned sink seeds m = S and adds its
+// 2^{S − m} to the denominator at the end (DESIGN.md's "start from m = S_h, l = 0").
+//
+// Rows. A block owns 64 query rows, 16 per warp (the M of one mma). The rows are `heads`
+// consecutive query heads of ONE GQA group × 64 / heads consecutive tokens (row r: token
+// r / heads, head r % heads), so all rows read one KV head and one K/V tile in shared memory
+// serves them all, and a block spans few tokens (16 for Qwen3-4B's group of 4), so the causal
+// diagonal and the window edges cut few tiles. `heads` is the largest power of two ≤ 16 that
+// divides the group (1 for a group of 3). Q is read once, fp32 → bf16, straight into the mma A
+// fragments, and stays in registers.
+//
+// Pipeline. Keys stream in tiles of 64 through two shared buffers: cp.async fetches tile i + 1
+// while the warps compute tile i; three blocks per SM (d = 128) cover the rest of the latency.
+// Per tile and warp: S = Q·Kᵀ (16 × 64; K fragments by ldmatrix), the online softmax on S in
+// fp32 registers, then O += P·V with S's accumulator layout reused as the bf16 A fragment of P
+// and V fragments by ldmatrix.trans. Shared rows are XOR-swizzled in 16-byte chunks
+// (chunk ^ key % 8): the 8 rows one ldmatrix reads then hit distinct banks.
+//
+// Tile skipping. Before the loop a block classifies every key tile against the span
+// [first, last] of its query positions: seen by no row (skipped: a window of 576 costs O(n·w), not
+// O(n²)), seen by every row (no mask), or in between (masked per element with key_visible). For a
+// gathered cache (key_positions) this reads every key position once per block, 8 bytes per key,
+// against the 512 bytes per key of a tile it loads. Keys no row of the block sees may hold
+// anything (empty ring slots, rows past the chunk; NaN in the tests): their value rows are zeroed
+// in shared memory, because a zero weight still makes 0 · NaN = NaN inside the mma.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using device::key_visible;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kWarpRows = 16;                   // the M of mma.m16n8k16
+constexpr int kBlockRows = kWarpRows * kWarps;  // 64 query rows per block
+constexpr int kTileKeys = 64;                   // keys per shared tile: 8 mma N tiles of S
+constexpr int kMaxHeadsPerBlock = 16;
+constexpr int kBitmapWords = 512;                // tile classes held for the first 16,384 tiles
+constexpr int kBitmapTiles = 32 * kBitmapWords;  // (1M keys); later tiles count as masked
+constexpr float kLog2e = 1.4426950408889634f;
+// Blocks resident per SM: 3 × 71 KiB of shared memory for d = 128 (168 registers a thread), 4 for
+// d = 64. ptxas then spills a few cold values (40–64 bytes, the same amount up to 200 registers).
+template <int D>
+constexpr int kBlocksPerSm = D == 128 ? 3 : 4;
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// ---- PTX: asynchronous copies, ldmatrix, mma, ex2 ------------------------------------------------
+
+__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global → shared without passing through registers; `present` false writes 16 zero
+// bytes and reads nothing (source size 0).
+__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
+               "r"(present ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void copy8_async(void* shared, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address(shared)), "l"(global) : "memory");
+}
+__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Four 8 × 8 bf16 matrices from shared memory; lane t names row t % 8 of matrix t / 8, and
+// register i receives matrix i's fragment: row lane / 4, columns 2·(lane % 4) and +1 (.trans:
+// rows 2·(lane % 4) and +1 of column lane / 4).
+__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// c (16 × 8 fp32) += a (16 × 16 bf16, row-major) · b (16 × 8 bf16, column-major). Fragments, with
+// g = lane / 4 and c = lane % 4: a[0] = A[g][2c, 2c+1], a[1] = A[g+8][2c, 2c+1], a[2] = A[g][2c+8, +9],
+// a[3] = A[g+8][2c+8, +9]; b0 = B[2c, 2c+1][g], b1 = B[2c+8, +9][g]; c = C[g][2c, 2c+1], C[g+8][2c, 2c+1].
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 2^x in one MUFU.EX2; 2^−∞ = 0.
+__device__ __forceinline__ float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats as the bf16 pair of one fragment register (the lower column in the low half).
+__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const std::uint32_t*>(&pair);
+}
+
+__device__ __forceinline__ void store_pair(float* dst, float x, float y) {
+  *reinterpret_cast<float2*>(dst) = make_float2(x, y);
+}
+__device__ __forceinline__ void store_pair(bf16* dst, float x, float y) {
+  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+}
+
+// ---- Shared memory and tile classes -------------------------------------------------------------
+
+template <int D>
+struct SharedStorage {
+  bf16 keys[2][kTileKeys * D];  // two tile buffers, rows swizzled (swizzled_offset)
+  bf16 values[2][kTileKeys * D];
+  std::int64_t key_positions[2][kTileKeys];            // −1: empty or past num_keys
+  std::uint32_t visible_tiles[kBitmapWords];           // bit t: some row of the block sees some key of tile t
+  std::uint32_t full_tiles[kBitmapWords];              // every row sees every key: no mask needed
+  std::uint32_t ragged_tiles[kBitmapWords];            // some key is seen by no row: zero its value row
+  std::int64_t row_positions[kBlockRows];              // −1 for a padding row past n (sees no key)
+  std::int64_t warp_first[kWarps], warp_last[kWarps];  // spans of query positions (block_span)
+};
+
+// Element offset of 16-byte chunk `chunk` of key row `key` in a tile of width D.
+template <int D>
+__device__ __forceinline__ int swizzled_offset(int key, int chunk) {
+  return key * D + (chunk ^ (key % 8)) * 8;
+}
+
+// Whether a key at position kp (−1: empty) is seen by some / by every query position in
+// [first, last] under key_visible: from kp on for full attention and sink tokens, else for the
+// `span` = window − sink_tokens positions kp … kp + span − 1.
+struct KeyReach {
+  bool seen_by_some, seen_by_all;
+};
+__device__ __forceinline__ KeyReach key_reach(std::int64_t kp, std::int64_t first, std::int64_t last, int window,
+                                              int sink_tokens) {
+  if (kp < 0) return {false, false};
+  if (window == 0 || kp < sink_tokens) return {kp <= last, kp <= first};
+  const std::int64_t span = std::int64_t(window) - sink_tokens;
+  return {span > 0 && kp <= last && kp > first - span, kp <= first && kp > last - span};
+}
+
+// The span [first, last] of the block's query positions, from the per-warp spans.
+template <int D>
+__device__ __forceinline__ void block_span(const SharedStorage<D>& shared, std::int64_t& first, std::int64_t& last) {
+  first = shared.warp_first[0];
+  last = shared.warp_last[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) {
+    first = min(first, shared.warp_first[w]);
+    last = max(last, shared.warp_last[w]);
+  }
+}
+
+// The three bitmaps of SharedStorage (zeroed before) for the block's query span. A warp takes
+// one tile at a time, two keys per lane, and the unrolled loop keeps 8 tiles' position loads in
+// flight: for a gathered cache this pass is the block's only wait on memory before its first tile.
+template <int D>
+__device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<bf16>& a, SharedStorage<D>& shared,
+                                               int num_tiles, std::int64_t first, std::int64_t last) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tiles = min(num_tiles, kBitmapTiles);
+#pragma unroll 8
+  for (int tile = warp; tile < tiles; tile += kWarps) {
+    bool some = false, all = true, missing = false;  // over this lane's keys 2·lane and 2·lane + 1
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const std::int64_t j = std::int64_t(tile) * kTileKeys + 2 * lane + k;
+      const std::int64_t kp = j >= a.num_keys ? -1 : a.key_positions ? a.key_positions[j] : j;
+      const KeyReach reach = key_reach(kp, first, last, a.window, a.sink_tokens);
+      some |= reach.seen_by_some;
+      all &= reach.seen_by_all;
+      missing |= !reach.seen_by_some;
+    }
+    const bool visible = __any_sync(kFullWarp, some), full = __all_sync(kFullWarp, all);
+    const bool ragged = __any_sync(kFullWarp, missing);
+    if (lane == 0) {
+      const std::uint32_t bit = 1u << (tile % 32);
+      if (visible) atomicOr(&shared.visible_tiles[tile / 32], bit);
+      if (full) atomicOr(&shared.full_tiles[tile / 32], bit);
+      if (ragged) atomicOr(&shared.ragged_tiles[tile / 32], bit);
+    }
+  }
+}
+
+// The first tile after `after` that some row sees (tiles past the bitmaps count as seen);
+// num_tiles when none is left.
+template <int D>
+__device__ int next_visible_tile(const SharedStorage<D>& shared, int after, int num_tiles) {
+  int tile = after + 1;
+  while (tile < num_tiles && tile < kBitmapTiles) {
+    const std::uint32_t rest = shared.visible_tiles[tile / 32] >> (tile % 32);
+    if (rest != 0) return tile + __ffs(int(rest)) - 1;
+    tile = (tile / 32 + 1) * 32;
+  }
+  return tile < num_tiles ? tile : num_tiles;
+}
+
+// Tile `tile`'s keys, values and positions into buffer `buffer`, asynchronously. Rows past
+// num_keys are zeros (position −1); nothing past the arrays is read. A thread copies the same
+// chunk of every (kThreads / kChunks)-th key: kThreads is a multiple of the chunks per row, and the
+// keys per pass a multiple of 8, so the chunk and its swizzle stay the same from pass to pass.
+template <int D>
+__device__ __forceinline__ void load_tile(const PrefillAttentionArgs<bf16>& a, SharedStorage<D>& shared, int buffer,
+                                          int tile, int kv) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per key row
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  static_assert(kThreads % kChunks == 0 && kKeysPerPass % 8 == 0);
+  const int key = int(threadIdx.x) / kChunks, chunk = int(threadIdx.x) % kChunks;
+  const std::int64_t first_key = std::int64_t(tile) * kTileKeys + key;
+  const std::size_t row_stride = std::size_t(a.kv_heads) * D;
+  const std::size_t offset = first_key * row_stride + std::size_t(kv) * D + chunk * 8;
+  const int slot = swizzled_offset<D>(key, chunk);
+#pragma unroll
+  for (int pass = 0; pass < kTileKeys / kKeysPerPass; ++pass) {
+    const bool present = first_key + pass * kKeysPerPass < a.num_keys;
+    const std::size_t pass_offset = present ? offset + pass * kKeysPerPass * row_stride : 0;
+    copy16_async(&shared.keys[buffer][slot + pass * kKeysPerPass * D], a.keys + pass_offset, present);
+    copy16_async(&shared.values[buffer][slot + pass * kKeysPerPass * D], a.values + pass_offset, present);
+  }
+  if (threadIdx.x < kTileKeys) {
+    const std::int64_t j = std::int64_t(tile) * kTileKeys + threadIdx.x;
+    std::int64_t* position = &shared.key_positions[buffer][threadIdx.x];
+    if (j < a.num_keys && a.key_positions != nullptr)
+      copy8_async(position, a.key_positions + j);
+    else
+      *position = j < a.num_keys ? j : -1;
+  }
+}
+
+// Zeros the value rows of the keys in `buffer` that no row of the block sees (their weight is 0,
+// but their contents may be NaN). Needs a barrier before and after.
+template <int D>
+__device__ void zero_unseen_values(SharedStorage<D>& shared, int buffer, int window, int sink_tokens) {
+  constexpr int kChunks = D / 8;
+  std::int64_t first, last;
+  block_span(shared, first, last);
+#pragma unroll
+  for (int pass = 0; pass < kTileKeys * kChunks / kThreads; ++pass) {
+    const int idx = pass * kThreads + int(threadIdx.x), key = idx / kChunks;
+    if (!key_reach(shared.key_positions[buffer][key], first, last, window, sink_tokens).seen_by_some)
+      *reinterpret_cast<uint4*>(&shared.values[buffer][key * D + (idx % kChunks) * 8]) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// ---- One warp's 16 rows against one tile ---------------------------------------------------------
+
+// The online-softmax state of a lane's two rows (fragment rows lane / 4 and lane / 4 + 8): the
+// running max m (base 2, scaled), the lane's share l of the denominator (its 16 columns of each
+// tile; the four lanes of a row add theirs at the end) and the output accumulator O.
+template <int D>
+struct RowState {
+  std::uint32_t q[D / 16][4];  // A fragments of bf16 Q, one per 16 columns
+  float o[D / 8][4];           // C fragments of O, one per 8 columns
+  float m[2], l[2];
+};
+
+// The shared byte addresses of the ldmatrix rows a lane names. Step ks of S (dp of O) reads chunk
+// 2·ks + c of key row r (r % 8 = the lane's matrix row); the swizzle ^ r only touches the low three
+// bits, so (2·ks + c) ^ r = 8·(ks / 4) + ((2·(ks % 4) + c) ^ r). The 8·(ks / 4) chunks and the N
+// tile's key offset are immediates of the load; the four values of ks % 4 are four registers.
+struct LaneAddresses {
+  std::uint32_t keys[4], values[4];
+};
+
+template <int D>
+__device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<D>& shared, int buffer) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
+  // K (S = Q·Kᵀ): matrix i of one ldmatrix.x4 holds keys 8·(i / 2) + 0…7 at chunk 2·ks + i % 2.
+  // V (O += P·V, .trans): matrix i holds keys 8·(i % 2) + 0…7 at chunk 2·dp + i / 2.
+  const int key_row = (matrix / 2) * 8 + matrix_row, key_chunk = matrix % 2;
+  const int value_row = (matrix % 2) * 8 + matrix_row, value_chunk = matrix / 2;
+  const std::uint32_t keys = shared_address(shared.keys[buffer]), values = shared_address(shared.values[buffer]);
+  LaneAddresses out;
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    out.keys[x] = keys + (key_row * D + ((2 * x + key_chunk) ^ matrix_row) * 8) * sizeof(bf16);
+    out.values[x] = values + (value_row * D + ((2 * x + value_chunk) ^ matrix_row) * 8) * sizeof(bf16);
+  }
+  return out;
+}
+
+template <int D, bool kMasked>
+__device__ __forceinline__ void attend_tile(const SharedStorage<D>& shared, int buffer, RowState<D>& rows, int window,
+                                            int sink_tokens) {
+  constexpr float scale = kLog2e * (D == 64 ? 0.125f : 0.08838834764831845f);  // log2(e) / √D
+  const int lane = threadIdx.x % 32, quad = lane % 4;
+  const LaneAddresses address = lane_addresses(shared, buffer);
+
+  // S = Q·Kᵀ: one ldmatrix.x4 gives the B fragments of two N tiles (keys 16·np … +15) for one
+  // k step (columns 16·ks … +15).
+  float s[kTileKeys / 8][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kTileKeys / 16; ++np) {
+      std::uint32_t b[4];
+      load_matrices(b, address.keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(bf16));
+      mma_bf16(s[2 * np], rows.q[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], rows.q[ks], b[2], b[3]);
+    }
+  }
+
+  // The mask: a lane's columns are keys 8·nt + 2·quad and + 1, its rows warp·16 + lane / 4 and + 8.
+  if constexpr (kMasked) {
+    const int row = (threadIdx.x / 32) * kWarpRows + lane / 4;
+    const std::int64_t position[2] = {shared.row_positions[row], shared.row_positions[row + 8]};
+#pragma unroll
+    for (int nt = 0; nt < kTileKeys / 8; ++nt) {
+      const longlong2 kp = *reinterpret_cast<const longlong2*>(&shared.key_positions[buffer][8 * nt + 2 * quad]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (!key_visible(position[r], kp.x, window, sink_tokens)) s[nt][2 * r] = -INFINITY;
+        if (!key_visible(position[r], kp.y, window, sink_tokens)) s[nt][2 * r + 1] = -INFINITY;
+      }
+    }
+  }
+
+  // Online softmax per row: the tile max over the row's four lanes, then (l, O) rescaled to the new
+  // max — skipped when no row of the warp has a new max, the common case once a row has seen its
+  // largest logits — and weights 2^{s·scale − m}. While a row has seen nothing m stays −∞; `shift`
+  // keeps the correction at 2^{−∞} = 0 rather than NaN.
+  float shift[2], correction[2];
+  bool new_max_seen = false;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < kTileKeys / 8; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 2));
+    const float new_max = fmaxf(rows.m[r], tile_max * scale);
+    new_max_seen |= new_max != rows.m[r];
+    shift[r] = new_max == -INFINITY ? 0.0f : new_max;
+    correction[r] = exp2_fast(rows.m[r] - shift[r]);
+    rows.m[r] = new_max;
+  }
+  if (__any_sync(kFullWarp, new_max_seen)) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rows.l[r] *= correction[r];
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        rows.o[nt][2 * r] *= correction[r];
+        rows.o[nt][2 * r + 1] *= correction[r];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int nt = 0; nt < kTileKeys / 8; ++nt) {
+      s[nt][2 * r] = exp2_fast(fmaf(s[nt][2 * r], scale, -shift[r]));
+      s[nt][2 * r + 1] = exp2_fast(fmaf(s[nt][2 * r + 1], scale, -shift[r]));
+      rows.l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+    }
+  }
+
+  // O += P·V. P's A fragment for keys 16·kk … +15 is S's C fragments of N tiles 2·kk and 2·kk + 1,
+  // rounded to bf16; one ldmatrix.x4.trans gives the B fragments of two N tiles of O (columns
+  // 16·dp … +15).
+#pragma unroll
+  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    const std::uint32_t p[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                                pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t b[4];
+      load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * D + 64 * (dp / 4)) * sizeof(bf16));
+      mma_bf16(rows.o[2 * dp], p, b[0], b[1]);
+      mma_bf16(rows.o[2 * dp + 1], p, b[2], b[3]);
+    }
+  }
+}
+
+// ---- The kernel ---------------------------------------------------------------------------------
+
+template <typename OutT, int D>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
+    attention_prefill_tensor_core_kernel(PrefillAttentionArgs<bf16> a, int heads, OutT* out) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
+  extern __shared__ __align__(128) unsigned char shared_bytes[];
+  auto& shared = *reinterpret_cast<SharedStorage<D>*>(shared_bytes);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tokens_per_block = kBlockRows / heads;
+  // Blocks in reverse token order: under a causal mask the last tokens have the most keys, and
+  // starting them first shortens the tail of the grid.
+  const int first_token = int(gridDim.x - 1 - blockIdx.x) * tokens_per_block;
+  const int first_head = int(blockIdx.y) * heads;
+  const int kv = first_head / (a.query_heads / a.kv_heads);
+
+  // 1. Each row's query position and the span [first, last] of the block's (padding rows
+  //    excluded); the tile bitmaps zeroed.
+  const int num_tiles = int((a.num_keys + kTileKeys - 1) / kTileKeys);
+  const int bitmap_words = (min(num_tiles, kBitmapTiles) + 31) / 32;
+  for (int word = threadIdx.x; word < bitmap_words; word += kThreads) {
+    shared.visible_tiles[word] = 0;
+    shared.full_tiles[word] = 0;
+    shared.ragged_tiles[word] = 0;
+  }
+  if (threadIdx.x < kBlockRows) {
+    const int token = first_token + int(threadIdx.x) / heads;
+    shared.row_positions[threadIdx.x] = token < a.n ? a.positions[token] : -1;
+  }
+  const int block_tokens = min(tokens_per_block, a.n - first_token);
+  std::int64_t first = INT64_MAX, last = INT64_MIN;
+  if (int(threadIdx.x) < block_tokens) first = last = a.positions[first_token + threadIdx.x];
+  for (int offset = 16; offset > 0; offset /= 2) {
+    first = min(first, __shfl_xor_sync(kFullWarp, first, offset));
+    last = max(last, __shfl_xor_sync(kFullWarp, last, offset));
+  }
+  if (lane == 0) {
+    shared.warp_first[warp] = first;
+    shared.warp_last[warp] = last;
+  }
+  __syncthreads();
+  block_span(shared, first, last);
+
+  // 2. Which key tiles the block needs, and how; then the first one on its way.
+  classify_tiles(a, shared, num_tiles, first, last);
+  __syncthreads();
+  int tile = next_visible_tile(shared, -1, num_tiles);
+  if (tile < num_tiles) load_tile(a, shared, 0, tile, kv);
+  commit_async_copies();
+
+  // 3. This lane's two rows: Q as bf16 A fragments (zeros for padding rows), the softmax state.
+  RowState<D> rows;
+  const int quad = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp * kWarpRows + lane / 4 + 8 * r;
+    const int token = first_token + row / heads, head = first_head + row % heads;
+    rows.m[r] = a.learned_sinks != nullptr ? a.learned_sinks[head] * kLog2e : -INFINITY;
+    rows.l[r] = 0.0f;
+    const float* q = a.queries + (std::size_t(token) * a.query_heads + head) * D + 2 * quad;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 x =
+            token < a.n ? *reinterpret_cast<const float2*>(q + 16 * ks + 8 * half) : make_float2(0.0f, 0.0f);
+        rows.q[ks][r + 2 * half] = pack_bf16(x.x, x.y);
+      }
+  }
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) rows.o[nt][e] = 0.0f;
+
+  // 4. The tiles, one in flight while the previous one is computed.
+  static_assert(D == 64 || D == 128);
+  int buffer = 0;
+  while (tile < num_tiles) {
+    wait_async_copies();
+    __syncthreads();  // tile `tile` is in `buffer` for everyone; no warp still reads buffer ^ 1
+    const int next = next_visible_tile(shared, tile, num_tiles);
+    if (next < num_tiles) load_tile(a, shared, buffer ^ 1, next, kv);
+    commit_async_copies();
+
+    const bool in_bitmap = tile < kBitmapTiles;
+    const std::uint32_t bit = 1u << (tile % 32);
+    const bool full = in_bitmap && (shared.full_tiles[tile / 32] & bit) != 0;
+    const bool ragged = !in_bitmap || (shared.ragged_tiles[tile / 32] & bit) != 0;
+    if (ragged) {
+      zero_unseen_values(shared, buffer, a.window, a.sink_tokens);
+      __syncthreads();
+    }
+    if (full)
+      attend_tile<D, false>(shared, buffer, rows, a.window, a.sink_tokens);
+    else
+      attend_tile<D, true>(shared, buffer, rows, a.window, a.sink_tokens);
+    tile = next;
+    buffer ^= 1;
+  }
+
+  // 5. o = O / (the row's four lanes' l + the learned sink's 2^{S − m}).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp * kWarpRows + lane / 4 + 8 * r;
+    const int token = first_token + row / heads, head = first_head + row % heads;
+    float l = rows.l[r];
+    l += __shfl_xor_sync(kFullWarp, l, 1);
+    l += __shfl_xor_sync(kFullWarp, l, 2);
+    if (a.learned_sinks != nullptr) l += exp2_fast(a.learned_sinks[head] * kLog2e - rows.m[r]);
+    if (token >= a.n) continue;
+    const float inverse = 1.0f / l;
+    OutT* out_row = out + (std::size_t(token) * a.query_heads + head) * D + 2 * quad;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+      store_pair(out_row + 8 * nt, rows.o[nt][2 * r] * inverse, rows.o[nt][2 * r + 1] * inverse);
+  }
+}
+
+// The largest power of two ≤ kMaxHeadsPerBlock that divides the GQA group.
+int heads_per_block(int group) {
+  int heads = 1;
+  while (heads < kMaxHeadsPerBlock && group % (2 * heads) == 0) heads *= 2;
+  return heads;
+}
+
+template <typename OutT, int D>
+void launch(const PrefillAttentionArgs<bf16>& a, OutT* out, cudaStream_t stream) {
+  const int heads = heads_per_block(a.query_heads / a.kv_heads);
+  const int tokens_per_block = kBlockRows / heads;
+  const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads));
+  auto* kernel = attention_prefill_tensor_core_kernel<OutT, D>;
+  // Three 71 KiB blocks per SM (d = 128) need the largest shared-memory carveout.
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        "attention_prefill_tensor_core_kernel");
+  launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<D>), stream,
+                   "attention_prefill_tensor_core_kernel", a, heads, out);
+}
+
+}  // namespace
+
+template <typename OutT>
+void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>& a, OutT* out, cudaStream_t stream) {
+  if (!prefill_uses_tensor_cores(a))
+    fail("attention", "the tensor-core prefill takes bf16 keys with head_dim 64 or 128");
+  if (a.n <= 0) return;
+  if (a.head_dim == 64)
+    launch<OutT, 64>(a, out, stream);
+  else
+    launch<OutT, 128>(a, out, stream);
+}
+
+template void attention_prefill_tensor_core<float>(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
+template void attention_prefill_tensor_core<__nv_bfloat16>(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*,
+                                                           cudaStream_t);
+
+}  // namespace bifocal::cuda

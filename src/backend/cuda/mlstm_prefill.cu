@@ -1,0 +1,442 @@
+// cpu::mlstm_chunkwise on the GPU, parallel over chunks (DESIGN.md "mlstm", and the mLSTM branch
+// of "bifocal"). Contract in recurrent_chunkwise.cuh.
+//
+// Math. Per state head, chunks of L tokens; inside chunk c, b_τ = Σ_{u≤τ} logf_u (double) and
+// D_τj = b_τ − b_j + ĩ_j. Unrolling the recurrence (cpu/mlstm.cpp's chunkwise_state_head derives it),
+// with C̄ = e^m·C the unstabilized state:
+//   C̄_{c+1} = e^{b_L} C̄_c + Σ_j e^{D_Lj} k_j v_jᵀ,   q̂ᵀC_τ = e^{b_τ − m_τ} q̂ᵀC̄_c + Σ_{j≤τ} e^{D_τj − m_τ} (q̂·k_j) v_j
+// (n likewise with v → 1). Three kernels:
+//   1. contributions (state head × chunk): the gates, the chunk's log-scale λ_c = max_j D_Lj, and
+//      ΔC̃_c = Σ_j e^{D_Lj − λ_c} k_j v_jᵀ (every weight ≤ 1, one of them 1), Δñ_c likewise in double.
+//   2. scan (state head × column slice of C; sequential over chunks, elementwise): the state
+//      entering each chunk, C_c = C̄_c e^{−M_c} with the scale M_{c+1} = max(M_c + b_L, λ_c)
+//      (exact max-plus in double, M_0 = m_0): C_{c+1} = e^{M_c + b_L − M_{c+1}} C_c + e^{λ_c − M_{c+1}} ΔC̃_c,
+//      both factors ≤ 1, so nothing overflows for any gates or length. n is carried in double.
+//      The last one, rescaled to the recurrence's own m, is the state written back in place.
+//   3. outputs (state head × chunk, its G query heads one after another):
+//      h_τ = (e^{b_τ + M_c − m_τ} q̂_τᵀC_c + Σ_{j≤τ} e^{D_τj − m_τ}(q̂_τ·k_j) v_j) / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6).
+//
+// The stabilizer m. DESIGN.md's m_t = max(logf + m_{t−1}, ĩ_t) is stepped in fp32 by the CPU (an
+// fp32 sum cannot resolve logf ≈ −3e-7 next to m ≈ 15, so m_t then stays put); the outputs see m
+// through e^{−m} and the 1e-6, and the state is (C, n, m), so m must be that fp32 sequence, not the
+// exact maximum (4,096 saturated forget gates set them 1e-3 apart). Kernel 2 steps it across
+// chunks: with ρ(x) = fp32(x + logf) monotone, m after a chunk is max(R(m_c), B_c), B_c the chunk
+// stepped from −∞ (kernel 1) and R the chain of ρ alone; inside one binade [2^e, 2^{e+1}) ρ adds
+// rint(logf/u_e)·u_e exactly (u_e the fp32 spacing there), so R is m_c + a per-binade sum kernel 1
+// tabulates, and a chunk whose chain crosses a binade is done by a warp prefix sum per binade
+// (stabilizer_after_chunk). Kernel 3 steps m_τ inside its chunk from m_c like the CPU.
+//
+// Precision. A denominator q̂ᵀn that nearly cancels (m ≈ 15 makes the floor e^{−m} useless) turns
+// any rounding of q̂ᵀn into output error: among 10^5 outputs one cancels to ~1e-5 of its terms,
+// where an fp32 sum's 1e-7 becomes 1e-2 (with strong gates an fp32 normaliser path misses the
+// 1e-5 bound by up to 40×; in double it stays at ~2e-7). So the normaliser path is double: Δñ, the scan of n, and
+// q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, then per head);
+// weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
+// in 3xTF32 (x = big + small, each TF32; a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32
+// accumulation): a numerator is not magnified, so ~1e-6 relative suffices.
+//
+// Cost, Qwen3-4B bifocal (n = 4,096, S = 8 states, Hq = 32, d = 128, L = 64: 64 chunks):
+//   kernel 1: 512 blocks; ΔC̃: n·S·d² = 0.54 G multiply-adds (×3 TF32 passes); reads k, v (32 MiB),
+//             writes ΔC̃ (32 MiB): ~15–20 µs, bandwidth-bound.
+//   kernel 2: 152 blocks; reads ΔC̃, writes C_c (2 × 32 MiB, much of it L2-resident); the m chain
+//             (~64 × 100 cycles) runs in one warp beside the scan: ~10–18 µs.
+//   kernel 3: 512 blocks, one per SM (190 KiB of shared memory), G = 4 heads each in turn:
+//             q̂ᵀC_c n·Hq·d² = 2.15 G multiply-adds, scores and S'·V each the causal 5/8 of
+//             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak); the
+//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~4 µs); reads q
+//             (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic, overlapped.
+//             ~70–100 µs.
+//   ≈ 100–135 µs per layer per 4K tokens (was ~2 ms: 64 blocks walking 64 chunks in sequence).
+// Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
+// d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
+//
+// Files: this one (kernel 3 and the host API), mlstm_prefill_state.cu (kernels 1 and 2),
+// mlstm_prefill_device.cuh (the device code they share).
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/mlstm_prefill_device.cuh"
+#include "backend/cuda/recurrent_chunkwise.cuh"
+#include "backend/cuda/recurrent_device.cuh"
+#include "bifocal/error.h"
+
+namespace bifocal::cuda {
+namespace {
+
+using namespace mlstm_prefill_detail;
+
+constexpr std::size_t kSharedMemoryLimit = 227 * 1024;  // sm_90's opt-in maximum per block
+constexpr int kStageColumns = 32;                        // kernel 3: columns of d per pipeline stage
+constexpr int kQueryStageStride = kStageColumns + 4;     // ≡ 4 mod 32: conflict-free A fragments
+constexpr int kMaxTilesPerWarp = 8;                      // kernel 3: n-tiles of 8 columns per warp
+constexpr int kNormaliserHeads = 4;                      // kernel 3: q rows in flight per normaliser pass
+
+// ---- Workspace ----------------------------------------------------------------------------------
+
+Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* base, std::size_t* bytes) {
+  const std::size_t states = shape.states, d = shape.head_dim, chunks = (n + chunk - 1) / chunk;
+  const auto round16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
+  const std::size_t sizes[6] = {round16(states * n * sizeof(double2)), round16(states * chunks * sizeof(ChunkSummary)),
+                                round16(states * chunks * sizeof(double)), round16(states * chunks * sizeof(float)),
+                                round16(states * chunks * d * sizeof(double)),
+                                round16(states * chunks * d * d * sizeof(float))};
+  std::size_t offsets[6], total = 0;
+  for (int p = 0; p < 6; ++p) offsets[p] = total, total += sizes[p];
+  if (bytes != nullptr) *bytes = total;
+  const auto at = [&](int p) { return base == nullptr ? nullptr : static_cast<std::byte*>(base) + offsets[p]; };
+  return {reinterpret_cast<double2*>(at(0)), reinterpret_cast<ChunkSummary*>(at(1)), reinterpret_cast<double*>(at(2)),
+          reinterpret_cast<float*>(at(3)),   reinterpret_cast<double*>(at(4)),       reinterpret_cast<float*>(at(5))};
+}
+
+// ---- Kernel 3: the outputs ----------------------------------------------------------------------
+
+// Rows of two per thread (τ and L−1−τ: equal work) by quads of columns: the normaliser path's slice.
+__host__ __device__ constexpr int normaliser_slice_width(int chunk) { return 4 * (kRecurrentThreads / (chunk / 2)); }
+
+struct OutputLayout {
+  int key_stride, value_stride, state_stride, score_stride;
+  int keys, values, query_stages, state_stages, scores, weights, key_slice, input, log_forget, cumulative,
+      entering, stabilizers, normalizer, query_normalizer, inverse_denominators;
+  SharedCarve carve;
+  __host__ __device__ OutputLayout(int chunk, int d, int group) {
+    const int width = round_up(d, 32);
+    key_stride = width + 4;    // ≡ 4 mod 32: B fragments of Kᵀ
+    value_stride = width + 8;  // ≡ 8 mod 32: B fragments of V and C
+    state_stride = width + 8;
+    score_stride = chunk + 4;  // ≡ 4 mod 32: A fragments of S'
+    keys = carve.take(chunk * key_stride);
+    values = carve.take(chunk * value_stride);
+    query_stages = carve.take(2 * chunk * kQueryStageStride);
+    state_stages = carve.take(2 * kStageColumns * state_stride);
+    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj, fp32
+    weights = carve.take(2 * chunk * chunk);                             // W_τj = e^{D_τj − m_τ}, double
+    key_slice = carve.take(2 * chunk * normaliser_slice_width(chunk));   // k in double, one slice
+    input = carve.take(2 * chunk);
+    log_forget = carve.take(2 * chunk);
+    cumulative = carve.take(2 * chunk);
+    entering = carve.take(2 * chunk);                                    // e_τ = e^{b_τ + M_c − m_τ}, double
+    stabilizers = carve.take(chunk);                                     // m_τ
+    normalizer = carve.take(2 * round_up(d, normaliser_slice_width(chunk)));  // n_c, double
+    query_normalizer = carve.take(2 * group * chunk);                    // q̂ᵀn_τ per head, double
+    inverse_denominators = carve.take(group * chunk);
+  }
+};
+
+// Block (s, c): the outputs of the G query heads of state head s for the tokens of chunk c.
+__global__ void __launch_bounds__(kRecurrentThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // C_c, n_c, M_c, m_c from the scan; q, k, v before it
+  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
+  const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const OutputLayout layout(L, d, group);
+  extern __shared__ float4 shared_memory[];
+  float* shared = reinterpret_cast<float*>(shared_memory);
+  float* keys = shared + layout.keys;
+  float* values = shared + layout.values;
+  float* scores = shared + layout.scores;
+  double* weights = reinterpret_cast<double*>(shared + layout.weights);
+  double* key_slice = reinterpret_cast<double*>(shared + layout.key_slice);
+  double* input = reinterpret_cast<double*>(shared + layout.input);
+  double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
+  double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
+  double* entering = reinterpret_cast<double*>(shared + layout.entering);
+  float* stabilizers = shared + layout.stabilizers;
+  double* normalizer = reinterpret_cast<double*>(shared + layout.normalizer);
+  double* query_normalizer = reinterpret_cast<double*>(shared + layout.query_normalizer);
+  float* inverse_denominators = shared + layout.inverse_denominators;
+  const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
+  const float* state_matrix = a.work.matrices + chunk_index * d * d;
+  const auto query_row = [&](int head, int row) {
+    return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
+  };
+
+  // Stage `stage` (columns 32·stage … of d) of head `head`: q rows and C_c rows, zero-filled.
+  const auto load_stage = [&](int head, int stage, int buffer) {
+    float* query_stage = shared + layout.query_stages + buffer * L * kQueryStageStride;
+    float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
+    const int first_column = stage * kStageColumns;
+    for (int item = threadIdx.x; item < L * kStageColumns / 4; item += blockDim.x) {
+      const int row = item / (kStageColumns / 4), column = first_column + 4 * (item % (kStageColumns / 4));
+      const bool present = row < count && column < d;
+      copy16_async(query_stage + row * kQueryStageStride + column - first_column,
+                   query_row(head, present ? row : 0) + (present ? column : 0), present);
+    }
+    for (int item = threadIdx.x; item < kStageColumns * width / 4; item += blockDim.x) {
+      const int row = first_column + item / (width / 4), column = 4 * (item % (width / 4));
+      const bool present = row < d && column < d;
+      copy16_async(state_stage + (row - first_column) * layout.state_stride + column,
+                   state_matrix + (present ? std::size_t(row) * d + column : 0), present);
+    }
+  };
+
+  // 1. k, v of the chunk (zero past it and past d), the gates, n_c; the first stage of head 0.
+  for (int item = threadIdx.x; item < L * width / 4; item += blockDim.x) {
+    const int j = item / (width / 4), column = 4 * (item % (width / 4));
+    const bool present = j < count && column < d;
+    const std::size_t at = (std::size_t(first_token + (present ? j : 0)) * a.kv_heads + kv) * d + (present ? column : 0);
+    copy16_async(keys + j * layout.key_stride + column, a.k + at, present);
+    copy16_async(values + j * layout.value_stride + column, a.v + at, present);
+  }
+  commit_async_copies();
+  load_stage(0, 0, 0);
+  commit_async_copies();
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const double2 gates = a.work.token_gates[std::size_t(s) * a.n + first_token + j];
+    input[j] = gates.x, log_forget[j] = gates.y;
+  }
+  const int slice_width = normaliser_slice_width(L);
+  for (int i = threadIdx.x; i < round_up(d, slice_width); i += blockDim.x)
+    normalizer[i] = i < d ? a.work.normalizers[chunk_index * d + i] : 0.0;
+  for (int i = threadIdx.x; i < group * L; i += blockDim.x) query_normalizer[i] = 0.0;
+  const double entry_scale = a.work.entry_scales[chunk_index];
+  __syncthreads();
+  if (threadIdx.x == 0) {  // b_τ and m_τ exactly as the CPU steps them
+    double decay = 0.0;
+    float m = a.work.entry_stabilizers[chunk_index];
+    for (int j = 0; j < count; ++j) {
+      decay += log_forget[j];
+      cumulative[j] = decay;
+      m = step_stabilizer(m, make_double2(input[j], log_forget[j]));
+      stabilizers[j] = m;
+    }
+  }
+  wait_async_copies<1>();  // k, v
+  __syncthreads();
+
+  // 2. The weights (double exponents; zero above the diagonal and past the chunk).
+  for (int row = threadIdx.x; row < L; row += blockDim.x)
+    entering[row] = row < count ? exp(cumulative[row] + entry_scale - double(stabilizers[row])) : 0.0;
+  for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
+    const int row = item / L, j = item % L;
+    weights[item] = j <= row && row < count
+                        ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row]))
+                        : 0.0;
+  }
+  __syncthreads();
+
+  // 3. q̂ᵀn_τ in double: N_τ = e_τ n_c + Σ_{j≤τ} W_τj k_j over slices of columns, then q̂·N_τ per head.
+  //    A thread owns rows τ and L−1−τ (equal work) × 4 columns; the q rows of up to
+  //    kNormaliserHeads heads are loaded before the sums, so their latency hides behind them.
+  {
+    const int pairs = L / 2, quads = kRecurrentThreads / pairs;
+    const int pair = threadIdx.x / quads, quad = threadIdx.x % quads;
+    const int rows[2] = {pair, L - 1 - pair};
+    const double query_scale = 1.0 / sqrt(double(d));
+    for (int first_column = 0; first_column < d; first_column += slice_width) {
+      for (int item = threadIdx.x; item < L * slice_width; item += blockDim.x) {
+        const int j = item / slice_width, column = first_column + item % slice_width;
+        key_slice[item] = column < d ? double(keys[j * layout.key_stride + column]) : 0.0;
+      }
+      __syncthreads();
+      const int column = first_column + 4 * quad;
+      float4 queries[2][kNormaliserHeads];
+      const auto load_queries = [&](int first_head_of_pass) {
+        #pragma unroll
+        for (int side = 0; side < 2; ++side)
+          #pragma unroll
+          for (int h = 0; h < kNormaliserHeads; ++h) {
+            const bool present = rows[side] < count && column < d && first_head_of_pass + h < group;
+            queries[side][h] = present ? *reinterpret_cast<const float4*>(query_row(first_head_of_pass + h, rows[side]) +
+                                                                         column)
+                                       : make_float4(0, 0, 0, 0);
+          }
+      };
+      load_queries(0);
+      double sum[2][4];
+      #pragma unroll
+      for (int side = 0; side < 2; ++side) {
+        const int row = rows[side];
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) sum[side][i] = entering[row] * normalizer[column + i];
+        const int last = row < count ? row : -1;
+        for (int j = 0; j <= last; ++j) {
+          const double w = weights[row * L + j];
+          const double* k = key_slice + j * slice_width + 4 * quad;
+          #pragma unroll
+          for (int i = 0; i < 4; ++i) sum[side][i] = fma(w, k[i], sum[side][i]);
+        }
+      }
+      for (int first_head_of_pass = 0; first_head_of_pass < group; first_head_of_pass += kNormaliserHeads) {
+        if (first_head_of_pass > 0) load_queries(first_head_of_pass);
+        #pragma unroll
+        for (int side = 0; side < 2; ++side)
+          #pragma unroll
+          for (int h = 0; h < kNormaliserHeads; ++h) {
+            const float4 q = queries[side][h];
+            double part = (query_scale * q.x) * sum[side][0] + (query_scale * q.y) * sum[side][1] +
+                          (query_scale * q.z) * sum[side][2] + (query_scale * q.w) * sum[side][3];
+            for (int offset = 1; offset < quads; offset *= 2) part += __shfl_xor_sync(kFullWarp, part, offset);
+            if (quad == 0 && first_head_of_pass + h < group)
+              query_normalizer[(first_head_of_pass + h) * L + rows[side]] += part;
+          }
+      }
+      __syncthreads();
+    }
+    for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
+      const int row = item % L;
+      const double denominator = fmax(fabs(query_normalizer[item]), exp(-double(stabilizers[row]))) + 1e-6;
+      inverse_denominators[item] = row < count ? float(1.0 / denominator) : 0.0f;
+    }
+  }
+
+  // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
+  //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
+  //    causal work balances) × the n-tiles of 8 columns dealt round-robin.
+  const int warp_rows = L / 32, warp_columns = kWarps / warp_rows;
+  const int warp_row = warp % warp_rows, warp_column = warp / warp_rows;
+  const int row_tile[2] = {warp_row, 2 * warp_rows - 1 - warp_row};
+  const int value_tiles = d / 8, all_tiles = value_tiles + L / 8, stages = (d + kStageColumns - 1) / kStageColumns;
+  const float query_scale = 1.0f / sqrtf(float(d));
+  const auto above_diagonal = [&](int tile, int m) { return 8 * (tile - value_tiles) > 16 * row_tile[m] + 15; };
+  int stage_counter = 0;  // stages run so far: stage k sits in buffer k % 2
+  for (int head = 0; head < group; ++head) {
+    float acc[2][kMaxTilesPerWarp][4] = {};
+    for (int stage = 0; stage < stages; ++stage, ++stage_counter) {
+      if (stage + 1 < stages) load_stage(head, stage + 1, (stage_counter + 1) % 2);
+      else if (head + 1 < group) load_stage(head + 1, 0, (stage_counter + 1) % 2);
+      commit_async_copies();
+      wait_async_copies<1>();
+      __syncthreads();
+      const float* query_stage = shared + layout.query_stages + (stage_counter % 2) * L * kQueryStageStride;
+      const float* state_stage = shared + layout.state_stages + (stage_counter % 2) * kStageColumns * layout.state_stride;
+      for (int k = 0; k < kStageColumns; k += 8) {
+        Tf32Pair af[2][4];
+        #pragma unroll
+        for (int m = 0; m < 2; ++m) load_a(af[m], RowMajor{query_stage, kQueryStageStride}, 16 * row_tile[m], k, lane);
+        #pragma unroll
+        for (int i = 0; i < kMaxTilesPerWarp; ++i) {
+          const int tile = warp_column + i * warp_columns;
+          if (tile >= all_tiles) continue;
+          Tf32Pair b0, b1;
+          if (tile < value_tiles)
+            load_b(b0, b1, RowMajor{state_stage, layout.state_stride}, k, 8 * tile, lane);
+          else  // Kᵀ: B[a][j] = k_j[a]
+            load_b(b0, b1, Transposed{keys + stage * kStageColumns, layout.key_stride}, k, 8 * (tile - value_tiles),
+                   lane);
+          #pragma unroll
+          for (int m = 0; m < 2; ++m)
+            if (tile < value_tiles || !above_diagonal(tile, m)) mma_3xtf32(acc[m][i], af[m], b0, b1);
+        }
+      }
+      __syncthreads();  // the buffer is refilled two stages on
+    }
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int i = 0; i < kMaxTilesPerWarp; ++i) {
+        const int tile = warp_column + i * warp_columns;
+        if (tile >= all_tiles) continue;
+        const int row = 16 * row_tile[m] + lane / 4;
+        if (tile < value_tiles) {
+          const float top = float(entering[row]) * query_scale, bottom = float(entering[row + 8]) * query_scale;
+          acc[m][i][0] *= top, acc[m][i][1] *= top, acc[m][i][2] *= bottom, acc[m][i][3] *= bottom;
+        } else {
+          const int j = 8 * (tile - value_tiles) + 2 * (lane % 4);
+          float* top = scores + row * layout.score_stride + j;
+          float* bottom = top + 8 * layout.score_stride;
+          const double* w_top = weights + row * L + j;
+          const double* w_bottom = w_top + 8 * L;
+          top[0] = acc[m][i][0] * query_scale * float(w_top[0]), top[1] = acc[m][i][1] * query_scale * float(w_top[1]);
+          bottom[0] = acc[m][i][2] * query_scale * float(w_bottom[0]);
+          bottom[1] = acc[m][i][3] * query_scale * float(w_bottom[1]);
+        }
+      }
+    __syncthreads();
+    for (int k = 0; k < L; k += 8) {
+      const bool needed[2] = {k <= 16 * row_tile[0] + 15, k <= 16 * row_tile[1] + 15};
+      Tf32Pair af[2][4];
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
+        if (needed[m]) load_a(af[m], RowMajor{scores, layout.score_stride}, 16 * row_tile[m], k, lane);
+      #pragma unroll
+      for (int i = 0; i < kMaxTilesPerWarp; ++i) {
+        const int tile = warp_column + i * warp_columns;
+        if (tile >= value_tiles) continue;
+        Tf32Pair b0, b1;
+        load_b(b0, b1, RowMajor{values, layout.value_stride}, k, 8 * tile, lane);
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          if (needed[m]) mma_3xtf32(acc[m][i], af[m], b0, b1);
+      }
+    }
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int i = 0; i < kMaxTilesPerWarp; ++i) {
+        const int tile = warp_column + i * warp_columns;
+        if (tile >= value_tiles) continue;
+        const int row = 16 * row_tile[m] + lane / 4, column = 8 * tile + 2 * (lane % 4);
+        const float* inverse = inverse_denominators + head * L;
+        float* out = a.out + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d + column;
+        if (row < count)
+          *reinterpret_cast<float2*>(out) = make_float2(acc[m][i][0] * inverse[row], acc[m][i][1] * inverse[row]);
+        if (row + 8 < count)
+          *reinterpret_cast<float2*>(out + std::size_t(8) * a.query_heads * d) =
+              make_float2(acc[m][i][2] * inverse[row + 8], acc[m][i][3] * inverse[row + 8]);
+      }
+    __syncthreads();  // S' is rewritten by the next head
+  }
+}
+
+// ---- Host -------------------------------------------------------------------------------------
+
+// The longer chunk (64, else 32 tokens) whose kernels fit in shared memory and in the warp tiling.
+int chunk_length(const cpu::MlstmShape& shape) {
+  const int d = shape.head_dim, group = shape.query_heads / shape.states;
+  for (int chunk : {64, 32}) {
+    const int warp_columns = kWarps / (chunk / 32), tiles = (d + chunk) / 8;
+    if (OutputLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
+        ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
+        (tiles + warp_columns - 1) / warp_columns <= kMaxTilesPerWarp)
+      return chunk;
+  }
+  fail("mlstm_prefill", "head dimension " + std::to_string(d) + " with " + std::to_string(group) +
+                            " query heads per state does not fit in shared memory");
+}
+
+void check_head_dim(int head_dim) {
+  if (head_dim <= 0 || head_dim % 8 != 0 || head_dim > 256)
+    fail("mlstm_prefill", "head dimension " + std::to_string(head_dim) + " is not a multiple of 8 in 8 … 256");
+}
+
+}  // namespace
+
+std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n) {
+  cpu::mlstm_check_shape(shape);
+  check_head_dim(shape.head_dim);
+  std::size_t bytes = 0;
+  if (n > 0) carve_workspace(shape, n, chunk_length(shape), nullptr, &bytes);
+  return bytes;
+}
+
+void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
+                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
+                   void* workspace, cudaStream_t stream) {
+  cpu::mlstm_check_shape(shape);
+  check_head_dim(shape.head_dim);
+  if (n <= 0) return;
+  if (workspace == nullptr) fail("mlstm_prefill", "no workspace (mlstm_prefill_workspace_bytes)");
+  PrefillArgs args{};
+  args.n = n;
+  args.chunk = chunk_length(shape);
+  args.chunks = (n + args.chunk - 1) / args.chunk;
+  args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
+  args.head_dim = shape.head_dim;
+  args.q = q, args.k = k, args.v = v, args.input_gate = input_gate, args.forget_gate = forget_gate;
+  args.state = state;
+  args.out = out;
+  args.work = carve_workspace(shape, n, args.chunk, workspace, nullptr);
+  const int d = shape.head_dim, group = shape.query_heads / shape.states;
+
+  launch_chunk_contributions(args, stream);
+  launch_state_scan(args, stream);
+  launch_dependent(chunk_outputs_kernel, dim3(shape.states, args.chunks), dim3(kRecurrentThreads),
+                   OutputLayout(args.chunk, d, group).carve.bytes(), stream, "chunk_outputs_kernel", args);
+}
+
+}  // namespace bifocal::cuda

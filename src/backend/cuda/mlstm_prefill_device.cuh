@@ -1,0 +1,164 @@
+// Device code shared by the chunk-parallel mLSTM prefill's kernels: the constants, the workspace
+// and the argument block every kernel reads, the PTX wrappers (cp.async, 3xTF32 mma), the fp32
+// stabilizer step, kernel 1's shared-memory layout (which the host sizes too), and the host
+// launchers of kernels 1 and 2 (defined in mlstm_prefill_state.cu) that mlstm_prefill
+// (mlstm_prefill.cu, whose header holds the math, the precision and the cost) calls.
+// DEVICE CODE: include from .cu files only; the contract is in recurrent_chunkwise.cuh.
+#pragma once
+
+#ifndef __CUDACC__
+#error "mlstm_prefill_device.cuh holds device code: include it from .cu files only"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/recurrent_chunkwise.cuh"
+#include "backend/cuda/recurrent_device.cuh"
+
+namespace bifocal::cuda::mlstm_prefill_detail {
+
+using device::kRecurrentThreads;
+using device::SharedCarve;
+
+inline constexpr int kWarps = kRecurrentThreads / 32;
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+inline constexpr int kFirstBinade = -12;  // binades 2^-12 … 2^4 have tabulated decays
+inline constexpr int kBinades = 16;
+
+__host__ __device__ constexpr int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// ---- Workspace ----------------------------------------------------------------------------------
+
+// What kernel 1 leaves for the scan about one chunk of one state head.
+struct ChunkSummary {
+  double decay;              // b_L = Σ logf over the chunk
+  double scale;              // λ_c = max_j D_Lj: ΔC̃_c and Δñ_c are Σ e^{D_Lj − λ_c}(…)
+  double shifts[kBinades];   // Σ_t rint(logf_t / u_e)·u_e, e = kFirstBinade + i: the fp32 chain ρ in binade e
+  float from_below;          // B_c: m stepped through the chunk from −∞
+};
+
+struct Workspace {
+  double2* token_gates;      // [S, n]: (ĩ, logf), double
+  ChunkSummary* summaries;   // [S, chunks]
+  double* entry_scales;      // [S, chunks]: M_c, the scale of C_c and n_c
+  float* entry_stabilizers;  // [S, chunks]: m_c, the recurrence's stabilizer entering chunk c
+  double* normalizers;       // [S, chunks, d]: Δñ_c, replaced by n_c (scan)
+  float* matrices;           // [S, chunks, d, d]: ΔC̃_c, replaced by C_c (scan)
+};
+
+// Everything the three kernels read: the call's inputs, the caller's state, the workspace.
+struct PrefillArgs {
+  int n, chunk, chunks;
+  int query_heads, kv_heads, states, head_dim;
+  const float *q, *k, *v, *input_gate, *forget_gate;
+  cpu::MlstmState state;
+  float* out;
+  Workspace work;
+  __device__ int group() const { return query_heads / states; }
+  __device__ int kv_head(int s) const { return s / (states / kv_heads); }
+  __device__ int count(int c) const { return min(chunk, n - c * chunk); }
+};
+
+// ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
+
+__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(present ? 16 : 0)
+               : "memory");  // source size 0: 16 zero bytes, nothing read
+}
+__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_async_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// x = big + small, both TF32 (x − big is exact in fp32: at most 13 significant bits).
+struct Tf32Pair {
+  std::uint32_t big, small;
+};
+__device__ __forceinline__ Tf32Pair split_tf32(float x) {
+  std::uint32_t big, small;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(big) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(small) : "f"(x - __uint_as_float(big)));
+  return {big, small};
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                         std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// c (16 × 8) += A (16 × 8) · B (8 × 8) to ~fp32 accuracy, the small products first. Fragments of
+// mma.m16n8k8 (tf32), g = lane / 4, t = lane % 4: a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];
+// b = B[t][g], B[t+4][g]; c = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1].
+__device__ __forceinline__ void mma_3xtf32(float (&c)[4], const Tf32Pair (&a)[4], Tf32Pair b0, Tf32Pair b1) {
+  mma_tf32(c, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
+  mma_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
+  mma_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
+}
+
+// Views of shared matrices for the fragment loads: element (r, c) of a row-major matrix, or of
+// the transpose of one.
+struct RowMajor {
+  const float* p;
+  int stride;
+  __device__ float operator()(int r, int c) const { return p[r * stride + c]; }
+};
+struct Transposed {
+  const float* p;
+  int stride;
+  __device__ float operator()(int r, int c) const { return p[c * stride + r]; }
+};
+
+template <typename View>
+__device__ __forceinline__ void load_a(Tf32Pair (&a)[4], View m, int row, int k, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  a[0] = split_tf32(m(row + g, k + t));
+  a[1] = split_tf32(m(row + g + 8, k + t));
+  a[2] = split_tf32(m(row + g, k + t + 4));
+  a[3] = split_tf32(m(row + g + 8, k + t + 4));
+}
+template <typename View>
+__device__ __forceinline__ void load_b(Tf32Pair& b0, Tf32Pair& b1, View m, int k, int column, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  b0 = split_tf32(m(k + t, column + g));
+  b1 = split_tf32(m(k + t + 4, column + g));
+}
+
+// ---- The stabilizer chain -----------------------------------------------------------------------
+
+__device__ __forceinline__ float step_stabilizer(float m, double2 gates) {
+  return device::mlstm_next_stabilizer(m, {gates.x, gates.y});  // the CPU's fp32(max(logf + m, ĩ))
+}
+
+// ---- Kernel 1's shared memory (the host sizes it too) -------------------------------------------
+
+struct ContributionLayout {
+  int stride, keys, values, input, log_forget, cumulative, weights, scalars;
+  SharedCarve carve;
+  __host__ __device__ ContributionLayout(int chunk, int d) {
+    stride = round_up(d, 32) + 8;  // ≡ 8 mod 32: conflict-free fragments of Kᵀ and of V
+    keys = carve.take(chunk * stride);
+    values = carve.take(chunk * stride);
+    input = carve.take(2 * chunk);       // ĩ_τ, double
+    log_forget = carve.take(2 * chunk);  // logf_τ, double
+    cumulative = carve.take(2 * chunk);  // b_τ, double
+    weights = carve.take(2 * chunk);     // e^{D_Lτ − λ}, double
+    scalars = carve.take(2 * 2);         // b_L, λ
+  }
+};
+
+// ---- Launchers of kernels 1 and 2 (mlstm_prefill_state.cu) --------------------------------------
+
+// Kernel 1 on `stream`: block (s, c) per state head s and chunk c, ContributionLayout's shared memory.
+void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
+// Kernel 2 on `stream`: block (slice, s) per slice of state head s's elements of C and n.
+void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
+
+}  // namespace bifocal::cuda::mlstm_prefill_detail

@@ -1,0 +1,324 @@
+// Kernels 1 and 2 of the chunk-parallel mLSTM prefill: each chunk's contribution to the state,
+// and the scan over chunks that gives the state entering each (with the stabilizer chain it
+// steps), plus their host launchers. The math, the precision and the cost are in the header of
+// mlstm_prefill.cu (kernel 3 and the host API); the device code the kernels share is in
+// mlstm_prefill_device.cuh; the contract in recurrent_chunkwise.cuh.
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/mlstm_prefill_device.cuh"
+#include "backend/cuda/recurrent_device.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+using namespace mlstm_prefill_detail;
+
+constexpr int kScanThreads = kRecurrentThreads - 32;     // kernel 2: warps 1 … 7 scan, warp 0 steps m
+constexpr int kScanWindow = 64;                          // chunks whose scan factors sit in shared memory
+
+// ---- The stabilizer chain (kernel 2) ------------------------------------------------------------
+
+// R: m stepped by ρ(m) = fp32(m + logf) alone through `count` tokens, by the whole warp (every lane
+// returns it), 32 tokens at a time with lane l holding token l's logf. In binade e with unit
+// u = 2^{e−23}, ρ adds rint(logf/u)·u exactly while its result stays ≥ 2^e + u (m > 0; m < 0:
+// |result| ≤ 2^{e+1} − u): a prefix sum over the remaining lanes, up to the first token that
+// leaves the binade, which is stepped exactly (as is every token while |m| < 2^kFirstBinade).
+__device__ float decayed_stabilizer(float m, const double2* gates, int count, int lane) {
+  for (int window = 0; window < count; window += 32) {
+    const int steps = min(32, count - window);
+    const double log_forget = lane < steps ? gates[window + lane].y : 0.0;
+    int next = 0;  // the window's first token not yet applied
+    while (next < steps) {
+      if (!(fabsf(m) >= 0x1p-12f)) {
+        m = float(double(m) + __shfl_sync(kFullWarp, log_forget, next));
+        ++next;
+        continue;
+      }
+      const int e = ilogbf(fabsf(m));
+      const double unit = ldexp(1.0, e - 23);
+      const bool pending = lane >= next && lane < steps;
+      double shift = pending ? rint(ldexp(log_forget, 23 - e)) * unit : 0.0;
+      for (int offset = 1; offset < 32; offset *= 2) {
+        const double earlier = __shfl_up_sync(kFullWarp, shift, offset);
+        if (lane >= offset) shift += earlier;  // integers × unit: exact
+      }
+      const double candidate = double(m) + shift;
+      const bool stays = m > 0 ? candidate >= ldexp(1.0, e) + unit : -candidate <= ldexp(1.0, e + 1) - unit;
+      const unsigned leaves = __ballot_sync(kFullWarp, pending && !stays);
+      const int first = leaves == 0 ? steps : __ffs(leaves) - 1;
+      const double before = __shfl_sync(kFullWarp, candidate, max(first - 1, 0));
+      if (first > next) m = float(before);
+      if (first < steps) m = float(double(m) + __shfl_sync(kFullWarp, log_forget, first));
+      next = first + 1;
+    }
+  }
+  return m;
+}
+
+// The stabilizer leaving a chunk entered with m: max(R(m), B_c) (ρ is monotone, so the fp32 chain
+// with its maxima splits into the decayed entry and the chunk's own inputs). Warp-uniform.
+__device__ float stabilizer_after_chunk(float m, const ChunkSummary& chunk, const double2* gates, int count,
+                                        int lane) {
+  // R(m) ≤ m + b_L + count half-units: below B_c, the chunk's inputs decide alone.
+  const double slack = count * 0x1p-23 * (fabs(double(m)) + fabs(chunk.decay) + 1.0);
+  if (double(m) + chunk.decay + slack < double(chunk.from_below)) return chunk.from_below;
+  const float magnitude = fabsf(m);
+  if (magnitude >= 0x1p-12f && magnitude < 0x1p4f) {
+    const int e = ilogbf(magnitude);
+    const double unit = ldexp(1.0, e - 23);
+    const double candidate = double(m) + chunk.shifts[e - kFirstBinade];
+    const bool stays = m > 0 ? candidate >= ldexp(1.0, e) + unit : -candidate <= ldexp(1.0, e + 1) - unit;
+    if (stays) return fmaxf(float(candidate), chunk.from_below);
+  }
+  return fmaxf(decayed_stabilizer(m, gates, count, lane), chunk.from_below);
+}
+
+// ---- Kernel 1: each chunk's contribution --------------------------------------------------------
+
+// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32), Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c}; the
+// gates of the chunk in double and its summary for the stabilizer chain.
+__global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(PrefillArgs a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
+  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, kv = a.kv_head(s), count = a.count(c);
+  const int first_token = c * a.chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const ContributionLayout layout(a.chunk, d);
+  extern __shared__ float4 shared_memory[];
+  float* shared = reinterpret_cast<float*>(shared_memory);
+  float* keys = shared + layout.keys;
+  float* values = shared + layout.values;
+  double* input = reinterpret_cast<double*>(shared + layout.input);
+  double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
+  double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
+  double* weights = reinterpret_cast<double*>(shared + layout.weights);
+  double* scalars = reinterpret_cast<double*>(shared + layout.scalars);
+  const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
+
+  // Rows of k and v, zero past the chunk and past d (padding rows of Kᵀ's m-tiles).
+  for (int item = threadIdx.x; item < a.chunk * width / 4; item += blockDim.x) {
+    const int j = item / (width / 4), column = 4 * (item % (width / 4));
+    const bool present = j < count && column < d;
+    const std::size_t at = (std::size_t(first_token + (present ? j : 0)) * a.kv_heads + kv) * d + (present ? column : 0);
+    copy16_async(keys + j * layout.stride + column, a.k + at, present);
+    copy16_async(values + j * layout.stride + column, a.v + at, present);
+  }
+  commit_async_copies();
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const std::size_t at = std::size_t(first_token + j) * a.states + s;
+    const device::MlstmLogGates gates = device::mlstm_log_gates(a.input_gate[at], a.forget_gate[at]);
+    input[j] = gates.input;
+    log_forget[j] = gates.log_forget;
+    a.work.token_gates[std::size_t(s) * a.n + first_token + j] = make_double2(gates.input, gates.log_forget);
+  }
+  if (c == 0 && threadIdx.x == 0) {  // the scan starts from the caller's m_0 (M_0 = m_0)
+    const float entering = a.state.stabilizer[s];
+    a.work.entry_scales[chunk_index] = entering;
+    a.work.entry_stabilizers[chunk_index] = entering;
+  }
+  __syncthreads();
+
+  ChunkSummary& summary = a.work.summaries[chunk_index];
+  if (threadIdx.x == 0) {  // b_τ in order (as the CPU sums it), B_c, λ_c
+    double decay = 0.0;
+    float from_below = -INFINITY;
+    for (int j = 0; j < count; ++j) {
+      decay += log_forget[j];
+      cumulative[j] = decay;
+      from_below = step_stabilizer(from_below, make_double2(input[j], log_forget[j]));
+    }
+    double scale = -INFINITY;
+    for (int j = 0; j < count; ++j) scale = fmax(scale, decay - cumulative[j] + input[j]);
+    scalars[0] = decay, scalars[1] = scale;
+    summary.decay = decay, summary.scale = scale, summary.from_below = from_below;
+  } else if (warp == 1 && lane < kBinades) {  // the chain ρ's decay in binade e
+    const int e = kFirstBinade + lane;
+    double units = 0.0;
+    for (int j = 0; j < count; ++j) units += rint(ldexp(log_forget[j], 23 - e));
+    summary.shifts[lane] = ldexp(units, e - 23);
+  }
+  wait_async_copies<0>();
+  __syncthreads();
+  for (int j = threadIdx.x; j < a.chunk; j += blockDim.x)
+    weights[j] = j < count ? exp(scalars[0] - cumulative[j] + input[j] - scalars[1]) : 0.0;
+  __syncthreads();
+  for (int item = threadIdx.x; item < a.chunk * width; item += blockDim.x)
+    values[(item / width) * layout.stride + item % width] *= float(weights[item / width]);
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    double sum = 0.0;
+    for (int j = 0; j < count; ++j) sum += weights[j] * double(keys[j * layout.stride + i]);
+    a.work.normalizers[chunk_index * d + i] = sum;
+  }
+  __syncthreads();
+
+  // ΔC̃ (d × d) = Kᵀ (d × L) · (w∘V) (L × d), warp tiles of 2 × 4 mma tiles.
+  const int row_tiles = (d + 15) / 16, column_tiles = d / 8;
+  const int row_groups = (row_tiles + 1) / 2, column_groups = (column_tiles + 3) / 4;
+  float* matrix = a.work.matrices + chunk_index * d * d;
+  for (int tile = warp; tile < row_groups * column_groups; tile += kWarps) {
+    const int row_tile = 2 * (tile / column_groups), column_tile = 4 * (tile % column_groups);
+    float acc[2][4][4] = {};
+    for (int k = 0; k < count; k += 8) {
+      Tf32Pair af[2][4];
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
+        if (row_tile + m < row_tiles) load_a(af[m], Transposed{keys, layout.stride}, 16 * (row_tile + m), k, lane);
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (column_tile + i >= column_tiles) continue;
+        Tf32Pair b0, b1;
+        load_b(b0, b1, RowMajor{values, layout.stride}, k, 8 * (column_tile + i), lane);
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          if (row_tile + m < row_tiles) mma_3xtf32(acc[m][i], af[m], b0, b1);
+      }
+    }
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = 16 * (row_tile + m) + lane / 4, column = 8 * (column_tile + i) + 2 * (lane % 4);
+        if (column_tile + i >= column_tiles) continue;
+        if (row < d) *reinterpret_cast<float2*>(matrix + row * d + column) = make_float2(acc[m][i][0], acc[m][i][1]);
+        if (row + 8 < d)
+          *reinterpret_cast<float2*>(matrix + (row + 8) * d + column) = make_float2(acc[m][i][2], acc[m][i][3]);
+      }
+  }
+}
+
+// ---- Kernel 2: the scan over chunks -------------------------------------------------------------
+
+// One element of the state (a float4 of C or a double of n) carried through a window of chunks in
+// place: slot c's ΔC̃_c is replaced by the state entering chunk c.
+template <typename T, typename Factor>
+__device__ void scan_window(T& x, T* slots, std::size_t slot_stride, int first, int count, const Factor* carry,
+                            const Factor* add) {
+  constexpr int kInFlight = 8;
+  for (int base = 0; base < count; base += kInFlight) {
+    T y[kInFlight];
+    #pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (base + u < count) y[u] = slots[std::size_t(first + base + u) * slot_stride];
+    #pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      if (base + u >= count) continue;
+      slots[std::size_t(first + base + u) * slot_stride] = x;
+      const Factor alpha = carry[base + u], beta = add[base + u];
+      if constexpr (std::is_same_v<T, float4>) {
+        x.x = fmaf(alpha, x.x, beta * y[u].x), x.y = fmaf(alpha, x.y, beta * y[u].y);
+        x.z = fmaf(alpha, x.z, beta * y[u].z), x.w = fmaf(alpha, x.w, beta * y[u].w);
+      } else {
+        x = fma(alpha, x, beta * y[u]);
+      }
+    }
+  }
+}
+
+// Block (slice, s): warp 0 steps the stabilizer across the chunks (m_c for kernel 3, m at the end);
+// warps 1 … 7 carry one element each of C (float4) or n (double) of state head s through them.
+__global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(PrefillArgs a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // kernel 1's contributions and summaries
+  __shared__ ChunkSummary staged[32];
+  __shared__ float carry_f[kScanWindow], add_f[kScanWindow];
+  __shared__ double carry_d[kScanWindow], add_d[kScanWindow];
+  __shared__ double final_scale;
+  __shared__ float final_stabilizer;
+  const int slice = blockIdx.x, s = blockIdx.y, d = a.head_dim, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const std::size_t first_chunk = std::size_t(s) * a.chunks;
+  // This thread's element: item < d²/4 a float4 of C, then d doubles of n (warp 0 holds none).
+  const std::size_t matrix_items = std::size_t(d) * d / 4;
+  const std::size_t item = std::size_t(slice) * kScanThreads + threadIdx.x - 32;
+  const bool is_matrix = warp > 0 && item < matrix_items;
+  const bool is_normalizer = warp > 0 && !is_matrix && item < matrix_items + d;
+  const std::size_t normalizer_item = is_normalizer ? item - matrix_items : 0;
+  float4 matrix = make_float4(0, 0, 0, 0);
+  double normalizer = 0.0;
+
+  if (warp == 0) {
+    float m = a.work.entry_stabilizers[first_chunk];  // m_0, copied by kernel 1
+    for (int base = 0; base < a.chunks; base += 32) {
+      __syncwarp();
+      if (base + lane < a.chunks) staged[lane] = a.work.summaries[first_chunk + base + lane];
+      __syncwarp();
+      for (int i = 0; i < min(32, a.chunks - base); ++i) {
+        const int c = base + i;
+        if (c > 0 && slice == 0 && lane == 0) a.work.entry_stabilizers[first_chunk + c] = m;
+        m = stabilizer_after_chunk(m, staged[i], a.work.token_gates + std::size_t(s) * a.n + std::size_t(c) * a.chunk,
+                                   a.count(c), lane);
+      }
+    }
+    if (lane == 0) final_stabilizer = m;
+  } else {
+    float4* matrix_slots = reinterpret_cast<float4*>(a.work.matrices + first_chunk * d * d);
+    double* normalizer_slots = a.work.normalizers + first_chunk * d;
+    if (is_matrix) matrix = reinterpret_cast<const float4*>(a.state.matrix + std::size_t(s) * d * d)[item];
+    if (is_normalizer) normalizer = a.state.normalizer[std::size_t(s) * d + normalizer_item];
+    double scale = a.work.entry_scales[first_chunk];  // M_0 = m_0 (warp 1 carries it)
+    for (int window = 0; window < a.chunks; window += kScanWindow) {
+      const int window_count = min(kScanWindow, a.chunks - window);
+      if (warp == 1) {  // M_{c+1} = max(M_c + b_L, λ_c) as a max-plus prefix scan, 32 chunks at a time
+        for (int part = 0; part < window_count; part += 32) {
+          const int c = window + part + lane;
+          const bool has = part + lane < window_count;
+          const double decay = has ? a.work.summaries[first_chunk + c].decay : 0.0;
+          const double own_scale = has ? a.work.summaries[first_chunk + c].scale : -INFINITY;
+          double shift = decay, bound = own_scale;  // the map x ↦ max(x + shift, bound) of chunks … c
+          for (int offset = 1; offset < 32; offset *= 2) {
+            const double earlier_shift = __shfl_up_sync(kFullWarp, shift, offset);
+            const double earlier_bound = __shfl_up_sync(kFullWarp, bound, offset);
+            if (lane >= offset) bound = fmax(earlier_bound + shift, bound), shift += earlier_shift;
+          }
+          const double leaving = fmax(scale + shift, bound);  // M_{c+1}
+          double entering = __shfl_up_sync(kFullWarp, leaving, 1);
+          if (lane == 0) entering = scale;
+          if (has) {
+            const double carry = exp(entering + decay - leaving), add = exp(own_scale - leaving);
+            carry_d[part + lane] = carry, add_d[part + lane] = add;
+            carry_f[part + lane] = float(carry), add_f[part + lane] = float(add);
+            if (slice == 0 && c + 1 < a.chunks) a.work.entry_scales[first_chunk + c + 1] = leaving;
+          }
+          scale = __shfl_sync(kFullWarp, leaving, 31);  // padding lanes carry the last map through
+        }
+        if (lane == 0) final_scale = scale;
+      }
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kScanThreads) : "memory");  // warps 1 … 7: the factors are ready
+      if (is_matrix)
+        scan_window(matrix, matrix_slots + item, std::size_t(d) * d / 4, window, window_count, carry_f, add_f);
+      if (is_normalizer)
+        scan_window(normalizer, normalizer_slots + normalizer_item, std::size_t(d), window, window_count, carry_d,
+                    add_d);
+      asm volatile("bar.sync 1, %0;\n" ::"n"(kScanThreads) : "memory");  // read before warp 1 rewrites them
+    }
+  }
+  __syncthreads();  // warp 0's m, warp 1's M
+
+  // The state leaving the call, in the recurrence's own stabilizer: × e^{M − m} (≈ 1).
+  const double rescale = exp(final_scale - double(final_stabilizer));
+  if (is_matrix) {
+    const float f = float(rescale);
+    reinterpret_cast<float4*>(a.state.matrix + std::size_t(s) * d * d)[item] =
+        make_float4(matrix.x * f, matrix.y * f, matrix.z * f, matrix.w * f);
+  }
+  if (is_normalizer) a.state.normalizer[std::size_t(s) * d + normalizer_item] = float(normalizer * rescale);
+  if (slice == 0 && threadIdx.x == 0) a.state.stabilizer[s] = final_stabilizer;
+}
+
+}  // namespace
+
+void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream) {
+  launch_dependent(chunk_contributions_kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads),
+                   ContributionLayout(args.chunk, args.head_dim).carve.bytes(), stream, "chunk_contributions_kernel",
+                   args);
+}
+
+void mlstm_prefill_detail::launch_state_scan(const PrefillArgs& args, cudaStream_t stream) {
+  const int d = args.head_dim;
+  const int slices = (d * d / 4 + d + kScanThreads - 1) / kScanThreads;
+  launch_dependent(state_scan_kernel, dim3(slices, args.states), dim3(kRecurrentThreads), 0, stream,
+                   "state_scan_kernel", args);
+}
+
+}  // namespace bifocal::cuda
