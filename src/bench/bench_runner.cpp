@@ -99,6 +99,8 @@ std::string today() {
 
 }  // namespace
 
+constexpr int kPrefillChunk = 4096;  // tokens per prefill pass (cuBLAS is near its peak from ~2K rows)
+
 BenchReport run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
   if (options.shape.empty() == options.model_dir.empty()) fail("bench", "give exactly one of --shape NAME or --model DIR");
   if (options.mixers.empty()) fail("--mixer", "give at least one mixer");
@@ -135,7 +137,9 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
       row.weight_bytes = device.weight_bytes();
       row.bandwidth = bandwidth;
       {
-        const auto session = device.new_session(capacity, int(std::min<std::int64_t>(capacity, 4096)));
+        // One prefill chunk size for every context, so the workspace (activations of one chunk)
+        // is the same fixed amount at 1K and at 256K, and peak memory differs only by the cache.
+        const auto session = device.new_session(capacity, kPrefillChunk);
         row.cache_bytes = session->state_bytes();
         row.workspace_bytes = session->workspace_bytes();
         for (const auto& spec : bench.layer_mixers)
