@@ -117,6 +117,26 @@ TEST(EvalReport, MeansRecoveryAndStrata) {
   EXPECT_EQ(plots[0].first, "t_context.svg");
 }
 
+// Answer lengths are binned into the length strata (one column per stratum, named by its lower
+// bound), not one column per distinct length.
+TEST(EvalReport, AnswerLengthsAreBinnedIntoStrata) {
+  auto generation = [](const std::string& id, double pass, double length) {
+    ResultRecord r{.task = "g", .mixer = "full", .id = id, .result = {}};
+    r.result.metrics["pass@1"] = pass;
+    r.result.group = {{"answer_length", length}};
+    return r;
+  };
+  const std::vector<ResultRecord> records = {generation("1", 1, 100), generation("2", 0, 200),
+                                             generation("3", 1, 300), generation("4", 1, 5000)};
+  const EvalReport report = aggregate(records, {"full"}, {{"g", "pass@1"}}, {256, 1000});
+  const auto& bins = report.tasks[0].mixers[0].by_group.at("answer_length");
+  ASSERT_EQ(bins.size(), 3u);
+  EXPECT_EQ(bins.at("0"), (std::pair<double, std::size_t>{1.0, 2u}));
+  EXPECT_EQ(bins.at("256"), (std::pair<double, std::size_t>{1.0, 1u}));
+  EXPECT_EQ(bins.at("1000"), (std::pair<double, std::size_t>{1.0, 1u}));
+  EXPECT_NE(report_markdown(report).find("pass@1 by answer_length (stratum"), std::string::npos);
+}
+
 // Against the teacher: a paired bootstrap over the items both scored; with answer lengths, by
 // stratum of the teacher's lengths, and the count of long correct answers.
 TEST(EvalComparisons, PairedDifferencesOverallAndByAnswerLength) {

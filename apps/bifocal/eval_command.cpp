@@ -107,7 +107,7 @@ Run add_eval_command(CLI::App& app) {
     const eval::ResultsFile results(std::filesystem::path(f.out) / "results.jsonl");
     std::vector<std::string> mixers;
     for (const auto& mixer : o.mixers) mixers.push_back(mixer == "native" ? mixer : MixerSpec::parse(mixer).to_string());
-    eval::EvalReport report = eval::aggregate(results.records(), mixers, summary.primary_metric);
+    eval::EvalReport report = eval::aggregate(results.records(), mixers, summary.primary_metric, f.length_edges);
     report.command_line = command_line(f);
     report.model = f.model;
     const eval::Comparisons comparisons = eval::compare_to_teacher(

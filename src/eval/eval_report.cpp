@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/eval_analysis.h"
 #include "eval/svg_plot.h"
 
 namespace bifocal::eval {
@@ -57,7 +58,15 @@ std::string number_cell(double value) { return std::isfinite(value) ? fmt::forma
 }  // namespace
 
 EvalReport aggregate(const std::vector<ResultRecord>& records, const std::vector<std::string>& mixers,
-                     const std::map<std::string, std::string>& primary_metric) {
+                     const std::map<std::string, std::string>& primary_metric,
+                     const std::vector<double>& answer_length_edges) {
+  const auto strata = length_strata(answer_length_edges);
+  auto group_text = [&](const std::string& key, const nlohmann::json& value) {
+    if (key != "answer_length" || !value.is_number()) return group_value_text(value);
+    for (const auto& stratum : strata)
+      if (stratum.contains(value.get<double>())) return fmt::format("{}", stratum.lower);
+    return group_value_text(value);
+  };
   EvalReport report;
   report.mixers = mixers;
   for (const auto& [task, primary] : primary_metric) {
@@ -72,7 +81,7 @@ EvalReport aggregate(const std::vector<ResultRecord>& records, const std::vector
         const auto primary_value = r.result.metrics.find(primary);
         if (primary_value == r.result.metrics.end() || !r.result.group.is_object()) continue;
         for (const auto& [key, value] : r.result.group.items()) {
-          auto& cell = m.by_group[key][group_value_text(value)];
+          auto& cell = m.by_group[key][group_text(key, value)];
           cell.first += primary_value->second;
           cell.second += 1;
         }
@@ -122,7 +131,8 @@ std::string report_markdown(const EvalReport& report) {
         if (auto it = m.by_group.find(key); it != m.by_group.end())
           for (const auto& [value, cell] : it->second) values.insert(value);
       const auto columns = sorted_values(values);
-      md += fmt::format("\n{} by {}:\n\n| mixer |", task.primary_metric, key);
+      md += fmt::format("\n{} by {}{}:\n\n| mixer |", task.primary_metric, key,
+                        key == "answer_length" ? " (stratum, by its lower bound in tokens)" : "");
       for (const auto& c : columns) md += fmt::format(" {} |", c);
       md += "\n| --- |";
       for (std::size_t i = 0; i < columns.size(); ++i) md += " ---: |";

@@ -40,9 +40,14 @@ struct EvalReport {
   std::vector<double> mean_recovery() const;
 };
 
-// Aggregates `records` for the given mixers (in order, teacher first) and tasks.
+// Aggregates `records` for the given mixers (in order, teacher first) and tasks. A numeric
+// "answer_length" group is binned into the strata cut at `answer_length_edges` (eval_analysis.h
+// length_strata) — every problem has its own length, so unbinned it would make one column per
+// problem; the bin's group value is its lower bound in tokens ("0", "256", …), which keeps the
+// columns and the plot's x axis numeric.
 EvalReport aggregate(const std::vector<ResultRecord>& records, const std::vector<std::string>& mixers,
-                     const std::map<std::string, std::string>& primary_metric);
+                     const std::map<std::string, std::string>& primary_metric,
+                     const std::vector<double>& answer_length_edges = {4000});
 
 std::string report_markdown(const EvalReport& report);
 nlohmann::json report_json(const EvalReport& report);
