@@ -149,6 +149,9 @@ def main():
     parser.add_argument("--vocab", type=int, default=12288)
     parser.add_argument("--hidden", type=int, default=384)
     parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--heads", type=int, default=8, help="query heads (4 per KV head: GQA 4:1)")
+    parser.add_argument("--head-dim", type=int, default=0, help="0: hidden / heads")
+    parser.add_argument("--intermediate", type=int, default=0, help="0: hidden * 8/3, rounded down to 64")
     parser.add_argument("--batch", type=int, default=24)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--procedural-chars", type=float, default=100e6)
@@ -188,9 +191,14 @@ def main():
     heldout_batch = torch.cat([torch.tensor([bos_id]), heldout_ids[:CONTEXT - 1].long()]).view(1, -1).to(device)
 
     vocab = (tok.get_vocab_size() + 63) // 64 * 64
-    config = Qwen3Config(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=args.hidden * 8 // 3 // 64 * 64,
-                         num_hidden_layers=args.layers, num_attention_heads=8, num_key_value_heads=2,
-                         head_dim=args.hidden // 8, max_position_embeddings=CONTEXT, rope_theta=100000.0,
+    if args.heads % 4 != 0:
+        sys.exit("--heads must be a multiple of 4 (GQA 4:1)")
+    intermediate = args.intermediate or args.hidden * 8 // 3 // 64 * 64
+    head_dim = args.head_dim or args.hidden // args.heads
+    config = Qwen3Config(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=intermediate,
+                         num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                         num_key_value_heads=args.heads // 4, head_dim=head_dim,
+                         max_position_embeddings=CONTEXT, rope_theta=100000.0,
                          rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=bos_id, eos_token_id=eos_id,
                          pad_token_id=None, initializer_range=0.02, attention_dropout=0.0)
     if args.init:
