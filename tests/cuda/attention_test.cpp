@@ -199,9 +199,9 @@ double decode_error(const DecodeCase& c, std::mt19937& rng, bool double_referenc
   const DeviceBuffer<float> device_new_key{std::span<const float>(new_key)};
   const DeviceBuffer<float> device_new_value{std::span<const float>(new_value)};
   const DeviceBuffer<std::int64_t> device_position{std::span<const std::int64_t>(&c.position, 1)};
-  const DeviceBuffer<T> keys{std::span<const T>(to_storage<T>(device_cache.keys))};
-  const DeviceBuffer<T> values{std::span<const T>(to_storage<T>(device_cache.values))};
-  const DeviceBuffer<std::int64_t> slot_positions{std::span<const std::int64_t>(device_cache.slot_positions)};
+  DeviceBuffer<T> keys{std::span<const T>(to_storage<T>(device_cache.keys))};  // written by the folded store
+  DeviceBuffer<T> values{std::span<const T>(to_storage<T>(device_cache.values))};
+  DeviceBuffer<std::int64_t> slot_positions{std::span<const std::int64_t>(device_cache.slot_positions)};
   DeviceBuffer<std::byte> workspace(cuda::attention_decode_workspace_bytes(c.slots, c.query_heads, c.kv_heads, d));
   DeviceBuffer<OutT> out(query.size());
   out.fill_bytes(0xFF);

@@ -550,8 +550,8 @@ void attention_decode(const DecodeAttentionArgs<T>& a, void* workspace, OutT* ou
     fail("attention_decode", "the window must be larger than the sink tokens");
   if (a.slots <= kWindowDecodeMaxSlots) return attention_decode_window(a, out, stream);
   if (a.new_key != nullptr)  // the store first, as the caller would have launched it
-    store_kv_slots<T>(a.new_key, a.new_value, 1, a.query_position, const_cast<T*>(a.keys), const_cast<T*>(a.values),
-                      const_cast<std::int64_t*>(a.slot_positions), a.kv_heads, a.head_dim, ring ? a.window : 0,
+    store_kv_slots<T>(a.new_key, a.new_value, 1, a.query_position, a.keys, a.values,
+                      a.slot_positions, a.kv_heads, a.head_dim, ring ? a.window : 0,
                       a.sink_tokens, stream);
   const DecodePlan plan = plan_decode(a.slots, a.query_heads, a.kv_heads);
   const Partials partials = partials_in(workspace, plan.splits, a.query_heads, a.head_dim);

@@ -35,9 +35,10 @@ template <typename T>
 struct DecodeAttentionArgs {
   const float* query;                  // [query_heads, head_dim], after RoPE
   const std::int64_t* query_position;  // [1] absolute position of the query token
-  const T* keys;                       // [slots, kv_heads, head_dim]
-  const T* values;                     // same layout as keys
-  const std::int64_t* slot_positions;  // [slots], −1 = empty; nullptr: slot j holds position j
+  // Writable: with new_key/new_value set, the call stores the new token into them.
+  T* keys;                             // [slots, kv_heads, head_dim]
+  T* values;                           // same layout as keys
+  std::int64_t* slot_positions;        // [slots], −1 = empty; nullptr: slot j holds position j
   std::int64_t slots = 0;
   int query_heads = 0;
   int kv_heads = 0;

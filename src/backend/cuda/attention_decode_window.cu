@@ -443,13 +443,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         staged_key[i] = key;
         staged_value[i] = value;
         if (slice == 0) {  // the unit's other slices stage the same row; one writes the cache
-          const_cast<T*>(a.keys)[cache_row + i] = key;
-          const_cast<T*>(a.values)[cache_row + i] = value;
+          a.keys[cache_row + i] = key;
+          a.values[cache_row + i] = value;
         }
       }
       if (threadIdx.x == 0) {
         stage_positions_of(round)[row] = position;
-        if (ring && unit == 0) const_cast<std::int64_t*>(a.slot_positions)[new_slot] = position;
+        if (ring && unit == 0) a.slot_positions[new_slot] = position;
       }
       __syncthreads();
     }

@@ -27,9 +27,9 @@ struct BifocalDecodeArgs {
   // The window branch: the cache of SlidingWindowMixer, `window` slots [window, Hkv, d], token p
   // in slot p < s ? p : s + (p − s) mod (w − s). THE CALLER HAS ALREADY STORED THE NEW TOKEN'S k, v
   // (converted to T) IN ITS SLOT and its position in slot_positions before this step runs.
-  const T* keys = nullptr;
-  const T* values = nullptr;
-  const std::int64_t* slot_positions = nullptr;  // [window], −1 = empty
+  T* keys = nullptr;  // the window cache (writable: attention_decode takes writable cache pointers)
+  T* values = nullptr;
+  std::int64_t* slot_positions = nullptr;  // [window], −1 = empty
   int window = 0;                                // w, sink tokens included
   int sink_tokens = 0;                           // s of sink=tokens:s, else 0
   const float* learned_sinks = nullptr;          // [Hq] for sink=learned, else nullptr
