@@ -50,20 +50,11 @@ using testing::random_vector;
 using testing::as_stored;
 using testing::relative_error;
 using testing::to_storage;
+using testing::download_floats;
 
 constexpr double kFp32Tolerance = 1e-5;
 constexpr double kBf16Tolerance = 5e-3;
 constexpr double kTensorCorePrefillTolerance = 1e-2;
-
-
-
-template <typename T>
-std::vector<float> download_floats(const DeviceBuffer<T>& buffer) {
-  if constexpr (std::is_same_v<T, float>)
-    return buffer.download();
-  else
-    return testing::to_float(buffer.download());
-}
 
 template <typename OutT>
 double tolerance_for() {

@@ -82,4 +82,18 @@ std::vector<float> as_stored(const std::vector<float>& values) {
     return round_to_bf16(values);
 }
 
+// A device copy of host values, and a device buffer read back as floats.
+template <typename T>
+cuda::DeviceBuffer<T> upload(const std::vector<T>& values) {
+  return cuda::DeviceBuffer<T>(std::span<const T>(values));
+}
+
+template <typename T>
+std::vector<float> download_floats(const cuda::DeviceBuffer<T>& buffer) {
+  if constexpr (std::is_same_v<T, float>)
+    return buffer.download();
+  else
+    return to_float(buffer.download());
+}
+
 }  // namespace bifocal::testing

@@ -30,16 +30,10 @@ using testing::random_vector;
 using testing::as_stored;
 using testing::relative_error;
 using testing::to_storage;
+using testing::upload;
 
 constexpr double kFloatTolerance = 1e-5;
 constexpr double kBf16Tolerance = 5e-3;
-
-// The values as the storage type T holds them on the device.
-
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& values) {
-  return DeviceBuffer<T>(std::span<const T>(values));
-}
 
 // Random weights whose values bf16 represents exactly: both storage types then hold the very
 // values the CPU reference uses.

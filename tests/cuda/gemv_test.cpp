@@ -36,27 +36,14 @@ using testing::random_vector;
 using testing::as_stored;
 using testing::relative_error;
 using testing::to_storage;
+using testing::download_floats;
+using testing::upload;
 
 constexpr double kGemvTolerance = 1e-5;
 constexpr double kCublasTolerance = 1e-4;
 constexpr double kBf16Tolerance = 5e-3;
 // Four products deep with float intermediates: each one's rounding is carried into the next.
 constexpr double kChainTolerance = 1e-4;
-
-
-
-template <typename T>
-std::vector<float> download_floats(const DeviceBuffer<T>& buffer) {
-  if constexpr (std::is_same_v<T, float>)
-    return buffer.download();
-  else
-    return testing::to_float(buffer.download());
-}
-
-template <typename T>
-DeviceBuffer<T> upload(const std::vector<T>& values) {
-  return DeviceBuffer<T>(std::span<const T>(values));
-}
 
 // Random weights bf16 holds exactly — a random sign, exponent in [−8, −1] and 7-bit mantissa,
 // so |w| in [2⁻⁸, 1) — made from raw generator bits, two per 32-bit draw: the LM head needs 389 M
@@ -88,8 +75,6 @@ std::vector<float> plus_bias(const std::vector<float>& product, const std::vecto
   for (std::size_t i = 0; i < product.size(); ++i) sum[i] = product[i] + bias[i % bias.size()];
   return sum;
 }
-
-
 
 struct Shape {
   int m, k;
