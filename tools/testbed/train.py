@@ -6,8 +6,8 @@ Inputs: corpus/corpus.jsonl.xz and corpus/heldout.jsonl.xz from build_corpus.py 
 procedural long-context documents from procedural.py, generated here from the seed.
 Steps, all inside --total-seconds of wall clock:
   1. byte-level BPE tokenizer (Qwen2 split regex, NFC) trained with HF tokenizers on a corpus sample;
-  2. every document tokenized; training windows of 4,096 tokens, each starting with <|bos|> (so an
-     attention sink can form on it) followed by documents joined by <|endoftext|>;
+  2. every document tokenized; training windows of 4,096 tokens (--window: fewer), each starting with
+     <|bos|> (so an attention sink can form on it) followed by documents joined by <|endoftext|>;
   3. Qwen3ForCausalLM (GQA 4:1) trained with AdamW, bf16 autocast, until the deadline (the learning
      rate follows warm-up then cosine decay over the time budget);
   4. every few hundred steps: held-out loss, and the attention mass on the first token per layer
@@ -34,7 +34,8 @@ import procedural  # noqa: E402
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 BOS, EOS = "<|bos|>", "<|endoftext|>"
-CONTEXT = 4096
+CONTEXT = 4096  # the model's context (max_position_embeddings); training windows may be shorter (--window)
+MEASURE_TOKENS = 1024  # the held-out prefix whose attention probabilities measure() reads
 
 
 def log(start, *parts):
@@ -72,6 +73,20 @@ def generate_procedural(seed, n_chars, prose, processes):
     return [d for chunk in chunks for d in chunk]
 
 
+def load_or_generate_procedural(args, prose):
+    """Generating 150 M characters takes a minute on 14 processes: runs sharing a seed can share the result."""
+    cache = args.procedural_cache
+    if cache and os.path.exists(cache):
+        with open(cache, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+    generated = generate_procedural(args.seed, int(args.procedural_chars), prose, processes=14)
+    if cache:
+        with open(cache + ".partial", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(d) + "\n" for d in generated)
+        os.replace(cache + ".partial", cache)
+    return generated
+
+
 def train_tokenizer(texts, vocab_size):
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
@@ -101,16 +116,37 @@ def token_stream(tokenizer, texts, eos_id):
     return ids, starts
 
 
-def sample_batch(generator, streams, weights, batch, bos_id, device):
-    """Windows of CONTEXT tokens: <|bos|> then CONTEXT−1 tokens from a document start onwards."""
+def sample_batch(generator, streams, weights, batch, window, bos_id, device):
+    """Windows of `window` tokens: <|bos|> then window−1 tokens from a document start onwards."""
     rows = []
     choices = torch.multinomial(torch.tensor(weights), batch, replacement=True, generator=generator)
     for c in choices.tolist():
         ids, starts = streams[c]
-        limit = int(torch.searchsorted(starts, torch.tensor(len(ids) - CONTEXT)))
+        limit = int(torch.searchsorted(starts, torch.tensor(len(ids) - window)))
         start = int(starts[torch.randint(0, max(1, limit), (1,), generator=generator)])
-        rows.append(torch.cat([torch.tensor([bos_id], dtype=torch.int32), ids[start:start + CONTEXT - 1]]))
+        rows.append(torch.cat([torch.tensor([bos_id], dtype=torch.int32), ids[start:start + window - 1]]))
     return torch.stack(rows).to(device=device, dtype=torch.long, non_blocking=True)
+
+
+def sample_short_batch(generator, streams, weights, window, bos_id, device):
+    """98,304 tokens as windows of `window` tokens: <|bos|> then text from any position of a stream.
+
+    Real corpora hold many short documents, each read from its start: most training contexts are
+    short and begin at <|bos|>, where averaging over a few tokens is no "do nothing" for a head, and a
+    sink on <|bos|> is. These windows give the model that experience (an SWA cache with sinks is the
+    same picture: <|bos|> and the recent tokens)."""
+    count = 98304 // window
+    per_stream = torch.bincount(torch.multinomial(torch.tensor(weights), count, replacement=True, generator=generator),
+                                minlength=len(streams))
+    rows = []
+    for (ids, _), n in zip(streams, per_stream.tolist()):
+        if n == 0:
+            continue
+        offsets = torch.randint(0, len(ids) - window, (n, 1), generator=generator)
+        rows.append(ids[offsets + torch.arange(window - 1)])
+    body = torch.cat(rows)
+    batch = torch.cat([torch.full((count, 1), bos_id, dtype=torch.int32), body], dim=1)
+    return batch.to(device=device, dtype=torch.long, non_blocking=True)
 
 
 def set_attention(model, implementation):
@@ -128,16 +164,20 @@ def measure(model, heldout_batch):
         loss = model(heldout_batch, labels=heldout_batch).loss.item()
     previous = model.config._attn_implementation
     set_attention(model, "eager")
-    short = heldout_batch[:, :1024]
+    short = heldout_batch[:, :MEASURE_TOKENS]
     with torch.autocast("cuda", dtype=torch.bfloat16):
         attentions = model(short, output_attentions=True).attentions
     set_attention(model, previous)
     sink = [float(a[:, :, 128:, 0].float().mean()) for a in attentions]
     # A sink may live in one or two heads only: their mean hides it, so report the strongest head too.
     strongest_head = [float(a[:, :, 128:, 0].float().mean(dim=(0, 2)).max()) for a in attentions]
+    # Gu et al.'s sink ratio: the share of heads whose mean first-token mass exceeds 0.3.
+    heads_over = [float((a[:, :, 128:, 0].float().mean(dim=(0, 2)) > 0.3).float().mean()) for a in attentions]
     uniform = float((1.0 / torch.arange(129, short.shape[1] + 1, dtype=torch.float64)).mean())
+    # The regime of a 64-token window with sinks: queries a few dozen tokens after <|bos|>.
+    early = [float(a[:, :, 16:64, 0].float().mean()) for a in attentions]
     model.train()
-    return loss, sink, strongest_head, uniform
+    return loss, sink, strongest_head, heads_over, early, uniform
 
 
 def main():
@@ -152,14 +192,29 @@ def main():
     parser.add_argument("--heads", type=int, default=8, help="query heads (4 per KV head: GQA 4:1)")
     parser.add_argument("--head-dim", type=int, default=0, help="0: hidden / heads")
     parser.add_argument("--intermediate", type=int, default=0, help="0: hidden * 8/3, rounded down to 64")
-    parser.add_argument("--batch", type=int, default=24)
+    parser.add_argument("--window", type=int, default=CONTEXT,
+                        help="training window in tokens (each starts with <|bos|>); the model's context stays 4,096")
+    parser.add_argument("--batch", type=int, default=0, help="windows per step; 0: 98,304 tokens per step")
+    parser.add_argument("--short-windows", default="",
+                        help="comma-separated lengths: a share of the steps (--short-share) uses windows of one of them, "
+                             "<|bos|> then text from anywhere in the stream")
+    parser.add_argument("--short-share", type=float, default=0.5)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--procedural-chars", type=float, default=100e6)
     parser.add_argument("--procedural-share", type=float, default=0.35)
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--init", help="continue from this saved model (its tokenizer is kept)")
+    parser.add_argument("--tokenizer", help="a fresh model with this tokenizer.json instead of training a new one")
+    parser.add_argument("--procedural-cache", help="a file: load the procedural documents from it, or generate and save them")
+    parser.add_argument("--measure-every", type=int, default=400, help="steps between held-out measurements")
     parser.add_argument("--compile", action="store_true", help="torch.compile the training step (eager if that fails)")
     args = parser.parse_args()
+    if not 128 < args.window <= CONTEXT:
+        sys.exit(f"--window must be in (128, {CONTEXT}]")
+    args.batch = args.batch or 98304 // args.window
+    short_windows = [int(w) for w in args.short_windows.split(",") if w]
+    if any(not 1 < w < args.window for w in short_windows):
+        sys.exit(f"--short-windows must be shorter than --window ({args.window})")
     start = time.time()
     deadline = start + args.total_seconds - 45  # leave time to save and measure
     random.seed(args.seed)
@@ -173,13 +228,13 @@ def main():
     natural = [d["text"] for d in documents]
     prose = "\n".join(d["text"] for d in documents if d["source"] in ("python-docs", "debian-ref", "gcide"))
     log(start, f"corpus: {len(natural)} documents, {sum(map(len, natural)) / 1e6:.1f} M chars")
-    generated = generate_procedural(args.seed, int(args.procedural_chars), prose, processes=14)
+    generated = load_or_generate_procedural(args, prose)
     log(start, f"procedural: {len(generated)} documents, {sum(map(len, generated)) / 1e6:.1f} M chars")
 
     sample = random.Random(args.seed)
     tokenizer_texts = sample.sample(natural, k=min(len(natural), 1500)) + generated[:2000]
-    if args.init:
-        tok = Tokenizer.from_file(os.path.join(args.init, "tokenizer.json"))
+    if args.init or args.tokenizer:
+        tok = Tokenizer.from_file(args.tokenizer or os.path.join(args.init, "tokenizer.json"))
     else:
         tok = train_tokenizer(tokenizer_texts, args.vocab)
     bos_id, eos_id = tok.token_to_id(BOS), tok.token_to_id(EOS)
@@ -226,7 +281,11 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = sample_batch(generator, streams, weights, args.batch, bos_id, device)
+        if short_windows and float(torch.rand((), generator=generator)) < args.short_share:
+            window = short_windows[int(torch.randint(0, len(short_windows), (), generator=generator))]
+            batch = sample_short_batch(generator, streams, weights, window, bos_id, device)
+        else:
+            batch = sample_batch(generator, streams, weights, args.batch, args.window, bos_id, device)
         try:
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = step_model(batch, labels=batch).loss
@@ -243,23 +302,26 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         step += 1
         tokens_seen += batch.numel()
-        if step % 50 == 0:
+        if step % 50 == 0 or step % args.measure_every == 0:
             elapsed = time.time() - train_start
             entry = {"step": step, "tokens": tokens_seen, "seconds": round(elapsed, 1), "loss": round(loss.item(), 4),
                      "lr": lr, "tokens_per_second": round(tokens_seen / elapsed)}
-            if step % 400 == 0:
-                heldout_loss, sink, strongest, uniform = measure(model, heldout_batch)
+            if step % args.measure_every == 0:
+                heldout_loss, sink, strongest, heads_over, early, uniform = measure(model, heldout_batch)
                 entry.update({"heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
                               "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
+                              "heads_over_0.3": [round(s, 3) for s in heads_over],
+                              "first_token_mass_queries_16_63": [round(s, 4) for s in early],
                               "uniform_mass": round(uniform, 5)})
             history.append(entry)
             log(start, json.dumps(entry))
 
-    heldout_loss, sink, strongest, uniform = measure(model, heldout_batch)
+    heldout_loss, sink, strongest, heads_over, early, uniform = measure(model, heldout_batch)
     final = {"step": step, "tokens": tokens_seen, "seconds": round(time.time() - train_start, 1),
              "heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
              "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
-             "uniform_mass": round(uniform, 5)}
+             "heads_over_0.3": [round(s, 3) for s in heads_over],
+             "first_token_mass_queries_16_63": [round(s, 4) for s in early], "uniform_mass": round(uniform, 5)}
     history.append(final)
     log(start, "final", json.dumps(final))
     model.to(torch.bfloat16).save_pretrained(args.out, max_shard_size="12MB")  # files of <= 16 MiB travel
@@ -267,7 +329,9 @@ def main():
     hf.save_pretrained(args.out)
     tok.save(os.path.join(args.out, "tokenizer.json"))
     summary = {"seed": args.seed, "init": args.init, "weight_decay": args.weight_decay, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
-               "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "context": CONTEXT,
+               "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "window": args.window,
+               "short_windows": short_windows, "short_share": args.short_share if short_windows else 0,
+               "config": json.loads(config.to_json_string(use_diff=True)),
                "procedural_share": args.procedural_share, "lr": args.lr, "compiled": step_model is not model,
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "natural_tokens": len(streams[0][0]), "procedural_tokens": len(streams[1][0]), "history": history}
