@@ -156,6 +156,63 @@ TEST_F(LoglikelihoodTest, LongInputsAreCutFromTheLeftKeepingTheContinuation) {
               score.logprob, 1e-9);
 }
 
+// A shared context runs once and each continuation continues a copy of its session: the scores
+// equal separate fresh sessions' (up to the float rounding of a prefill cut elsewhere), for
+// full attention, a window that wraps inside the context, and a recurrent state.
+TEST_F(LoglikelihoodTest, SharedContextScoresEqualSeparateSessions) {
+  const Ids context = tokenizer_->encode(
+      "The quick brown fox jumps over the lazy dog. A second sentence follows the first one, and then "
+      "a third one, so that a small window has to wrap around before the answer:", true);
+  ASSERT_GT(context.size(), 30u);
+  const std::vector<Ids> continuations{{730}, {321, 2298}, {730, 7812, 1019, 272, 321}, {90, 4399, 15, 16, 272, 321, 2298, 90, 4399}};
+  for (const char* mixer : {"full", "swa:window=16,sinks=4", "mlstm"}) {
+    SCOPED_TRACE(mixer);
+    const Model model = Model::load(testing::testbed_model(), {.mixer = std::string(mixer)});
+    const std::vector<ContinuationScore> shared = score_continuations(model, context, continuations, 4096);
+    ASSERT_EQ(shared.size(), continuations.size());
+    for (std::size_t i = 0; i < continuations.size(); ++i) {
+      const ContinuationScore alone = score_continuation(model, context, continuations[i], 4096);
+      EXPECT_NEAR(shared[i].logprob, alone.logprob, 1e-4 * std::max(1.0, std::abs(alone.logprob))) << "choice " << i;
+      EXPECT_EQ(shared[i].is_greedy, alone.is_greedy);
+      EXPECT_EQ(shared[i].continuation_tokens, alone.continuation_tokens);
+      EXPECT_EQ(shared[i].context_tokens, alone.context_tokens);
+      EXPECT_FALSE(shared[i].truncated);
+    }
+  }
+}
+
+TEST_F(LoglikelihoodTest, SharedContextFallsBackWhereAnInputIsCut) {
+  const Ids context = tokenizer_->encode("The quick brown fox jumps over the", true);  // 9 tokens
+  const std::vector<Ids> continuations{{321}, {321, 2298, 90, 4399}};                 // 10 and 13 tokens
+  const std::vector<ContinuationScore> shared = score_continuations(*model_, context, continuations, 10);
+  EXPECT_FALSE(shared[0].truncated);
+  EXPECT_TRUE(shared[1].truncated);
+  const ContinuationScore cut = score_continuation(*model_, context, continuations[1], 10);
+  EXPECT_DOUBLE_EQ(shared[1].logprob, cut.logprob);
+  EXPECT_EQ(shared[1].context_tokens, cut.context_tokens);
+  EXPECT_NEAR(shared[0].logprob, score_continuation(*model_, context, continuations[0], 10).logprob, 1e-4);
+  testing::expect_error([&] { score_continuations(*model_, context, std::vector<Ids>{{321}, {}}, 10); },
+                        {"empty continuation"});
+}
+
+// A copy continues on its own: running tokens in it changes neither the source nor a second copy.
+TEST_F(LoglikelihoodTest, ACopiedSessionIsIndependentOfItsSource) {
+  const Ids prefix = tokenizer_->encode("The quick brown fox", true);
+  const std::size_t vocab = std::size_t(model_->config().vocab_size);
+  Session source = model_->new_session(32);
+  std::vector<float> first(vocab), second(vocab), other(vocab);
+  model_->forward(source, prefix, first);
+  Session copy = model_->copy_session(source);
+  EXPECT_EQ(copy.position(), source.position());
+  model_->forward(copy, Ids{730, 7812}, first);
+  model_->forward(copy, Ids{1019}, other);  // the copy moves on
+  EXPECT_EQ(copy.position(), source.position() + 3);
+  Session again = model_->copy_session(source);
+  model_->forward(again, Ids{730, 7812}, second);
+  EXPECT_EQ(first, second);  // bit for bit: the same state and the same computation
+  EXPECT_EQ(source.position(), std::int64_t(prefix.size()));
+}
+
 TEST_F(LoglikelihoodTest, EmptyInputsAreErrors) {
   testing::expect_error([&] { score_continuation(*model_, Ids{kBos}, Ids{}, 16); }, {"empty continuation"});
   testing::expect_error([&] { score_continuation(*model_, Ids{}, Ids{405}, 16); }, {"empty context"});

@@ -34,6 +34,7 @@ class Session {
   Session();
   std::vector<MixerState> layers_;
   std::unique_ptr<DeviceSession> device_;  // --backend cuda: states and scratch on the device
+  // Model::copy_session copies every member below: a new member goes there too.
   // Scratch for up to `chunk_` tokens at a time.
   std::vector<float> residual_, normed_, queries_, keys_, values_, attention_, projected_;
   std::vector<float> gate_, up_, logits_;

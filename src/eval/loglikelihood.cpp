@@ -31,6 +31,17 @@ std::size_t argmax(std::span<const float> values) {
   return std::size_t(std::max_element(values.begin(), values.end()) - values.begin());
 }
 
+// Adds to `score` the log-probability of each continuation token under its row of `logits`
+// (row i predicts continuation[i]) and clears is_greedy where a token is not its row's argmax.
+void add_continuation_rows(std::span<const float> logits, std::size_t vocab,
+                           std::span<const std::int32_t> continuation, ContinuationScore& score) {
+  for (std::size_t i = 0; i < continuation.size(); ++i) {
+    const std::span<const float> row = logits.subspan(i * vocab, vocab);
+    score.logprob -= token_nll(row, continuation[i]);
+    if (argmax(row) != std::size_t(continuation[i])) score.is_greedy = false;
+  }
+}
+
 }  // namespace
 
 ContextContinuationTokens split_context_continuation(const Tokenizer& tokenizer, std::string_view context,
@@ -87,12 +98,49 @@ ContinuationScore score_continuation(const Model& model, std::span<const std::in
   // The context before the first predicting position needs no logits but its last row's.
   if (lead > 0) model.forward(session, input.first(lead), std::span<float>(logits).first(vocab));
   model.forward(session, input.subspan(lead), logits, /*all_logits=*/true);
-  for (std::size_t i = 0; i < count; ++i) {
-    const std::span<const float> row = std::span<const float>(logits).subspan(i * vocab, vocab);
-    score.logprob -= token_nll(row, continuation[i]);
-    if (argmax(row) != std::size_t(continuation[i])) score.is_greedy = false;
-  }
+  add_continuation_rows(logits, vocab, continuation, score);
   return score;
+}
+
+std::vector<ContinuationScore> score_continuations(const Model& model, std::span<const std::int32_t> context,
+                                                   std::span<const std::vector<std::int32_t>> continuations,
+                                                   int max_length) {
+  std::vector<ContinuationScore> scores(continuations.size());
+  std::vector<std::size_t> shared;  // the requests that continue the shared prefix
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < continuations.size(); ++i) {
+    const std::size_t length = context.size() + continuations[i].size();
+    const bool alone = model.on_device() || context.size() < 2 || continuations[i].empty() ||
+                       max_length < 1 || length > std::size_t(max_length) + 1;
+    if (alone) {
+      scores[i] = score_continuation(model, context, continuations[i], max_length);  // also its errors
+    } else {
+      shared.push_back(i);
+      longest = std::max(longest, continuations[i].size());
+    }
+  }
+  if (shared.empty()) return scores;
+
+  // The prefix: every context token but the last, whose row predicts the first continuation token.
+  const std::span<const std::int32_t> prefix = context.first(context.size() - 1);
+  const std::size_t vocab = std::size_t(model.config().vocab_size);
+  Session prefixed = model.new_session(std::int64_t(context.size() + longest - 1));
+  std::vector<float> logits(std::max<std::size_t>(1, longest) * vocab);
+  model.forward(prefixed, prefix, std::span<float>(logits).first(vocab));
+  std::vector<std::int32_t> input;
+  for (const std::size_t i : shared) {
+    const std::vector<std::int32_t>& continuation = continuations[i];
+    input.assign(1, context.back());
+    input.insert(input.end(), continuation.begin(), continuation.end() - 1);
+    Session session = model.copy_session(prefixed);
+    const std::span<float> rows = std::span<float>(logits).first(continuation.size() * vocab);
+    model.forward(session, input, rows, /*all_logits=*/true);
+    ContinuationScore& score = scores[i];
+    score.continuation_tokens = int(continuation.size());
+    score.context_tokens = int(context.size());
+    add_continuation_rows(rows, vocab, continuation, score);
+  }
+  return scores;
 }
 
 ContinuationScore loglikelihood(const Model& model, const Tokenizer& tokenizer, std::string_view context,

@@ -55,6 +55,16 @@ struct ContinuationScore {
 ContinuationScore score_continuation(const Model& model, std::span<const std::int32_t> context,
                                      std::span<const std::int32_t> continuation, int max_length);
 
+// score_continuation for each continuation after one shared context, with the context run once:
+// its tokens but the last go through one session, which each continuation then continues in a
+// copy (Model::copy_session). The scores equal score_continuation's up to float rounding (the
+// prefill is cut at a different token). A continuation whose input would be cut from the left,
+// a one-token context, or --backend cuda (no session copies there) falls back to
+// score_continuation for that request.
+std::vector<ContinuationScore> score_continuations(const Model& model, std::span<const std::int32_t> context,
+                                                   std::span<const std::vector<std::int32_t>> continuations,
+                                                   int max_length);
+
 struct LoglikelihoodOptions {
   // Longest input fed to the model; nullopt: the checkpoint's max_position_embeddings.
   std::optional<int> max_length;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "bifocal/error.h"
+#include "bifocal/model.h"
 #include "eval/jsonl_records.h"
 #include "eval/mc_datasets.h"
 #include "io/json_file.h"
@@ -98,17 +99,44 @@ ChoiceDecision decide_choice(std::span<const double> logprobs, std::span<const s
   return decision;
 }
 
+namespace {
+
+// Every choice's score. A shared context (ARC, MMLU, HellaSwag; not Winogrande, whose contexts
+// differ) whose tokens are the same for every choice — lm-evaluation-harness's split keeps the
+// context's own encoding — runs once (score_continuations); otherwise each choice from its own
+// fresh session.
+std::vector<ContinuationScore> choice_scores(const Model& model, const Tokenizer& tokenizer,
+                                             const MultipleChoiceQuestion& question,
+                                             const LoglikelihoodOptions& options) {
+  const int max_length = options.max_length.value_or(model.config().max_position_embeddings);
+  std::vector<ContextContinuationTokens> requests;
+  for (std::size_t i = 0; i < question.choices(); ++i)
+    requests.push_back(split_context_continuation(tokenizer, question.context(i), question.continuation(i),
+                                                  options.add_special_tokens));
+  const bool shared = std::all_of(requests.begin(), requests.end(),
+                                  [&](const auto& r) { return r.context == requests.front().context; });
+  if (shared && !model.on_device()) {
+    std::vector<std::vector<std::int32_t>> continuations;
+    for (auto& r : requests) continuations.push_back(std::move(r.continuation));
+    return score_continuations(model, requests.front().context, continuations, max_length);
+  }
+  std::vector<ContinuationScore> scores;
+  for (const auto& r : requests) scores.push_back(score_continuation(model, r.context, r.continuation, max_length));
+  return scores;
+}
+
+}  // namespace
+
 ItemResult score_question(const Model& model, const Tokenizer& tokenizer, const MultipleChoiceQuestion& question,
                           const LoglikelihoodOptions& options) {
   question.validate("multiple choice");
+  const std::vector<ContinuationScore> scores = choice_scores(model, tokenizer, question, options);
   std::vector<double> logprobs;
   std::vector<std::size_t> lengths;
   nlohmann::json tokens = nlohmann::json::array(), greedy = nlohmann::json::array();
   bool truncated = false;
-  // Each choice from its own fresh session, shared context or not (correctness before speed).
   for (std::size_t i = 0; i < question.choices(); ++i) {
-    const ContinuationScore score =
-        loglikelihood(model, tokenizer, question.context(i), question.continuation(i), options);
+    const ContinuationScore& score = scores[i];
     logprobs.push_back(score.logprob);
     lengths.push_back(character_length(question.choice_texts[i]));
     tokens.push_back(score.continuation_tokens);

@@ -129,6 +129,18 @@ std::size_t Session::layer_state_bytes(int layer) const {
   return device_ ? device_->layer_state_bytes(layer) : layers_.at(layer).state_bytes();
 }
 
+Session Model::copy_session(const Session& source) const {
+  if (source.device_) fail("session", "copying a --backend cuda session is not supported");
+  Session copy;
+  copy.layers_ = source.layers_;
+  copy.residual_ = source.residual_, copy.normed_ = source.normed_, copy.queries_ = source.queries_;
+  copy.keys_ = source.keys_, copy.values_ = source.values_, copy.attention_ = source.attention_;
+  copy.projected_ = source.projected_, copy.gate_ = source.gate_, copy.up_ = source.up_;
+  copy.logits_ = source.logits_, copy.positions_ = source.positions_;
+  copy.position_ = source.position_, copy.capacity_ = source.capacity_, copy.chunk_ = source.chunk_;
+  return copy;
+}
+
 Session Model::new_session(std::int64_t capacity, int chunk) const {
   if (capacity <= 0) fail("session", "capacity must be positive");
   const auto& c = config_;
