@@ -7,9 +7,10 @@
 // (cache, weights, x and the output), GQA groups of 1, 3, 4 and 8, head_dim 24 … 256 (64 and 128
 // among them), hidden sizes whose rows are and are not whole 16-byte chunks, Qwen3-4B's shape,
 // over enough steps that the ring wraps several times and the state carries (also from an empty
-// cache). The test plays the caller: before each step it stores the new token's k, v (as T) in
-// its slot and its position, as the contract says. Empty slots hold NaN (they must never be
-// read), the output is poisoned (0xFF = NaN).
+// cache). The step stores the new token's k, v (as T) in its slot and its position itself: the
+// test keeps the same ring on the host and checks, at the end, that the device ring equals it
+// (filled rows exactly, positions). Empty slots hold NaN (they must never be read), the output is
+// poisoned (0xFF = NaN).
 //
 // Tolerances: the output 1e-5 relative in fp32 — fp32 kernels on the very values the CPU sees
 // (the window reads keys rounded to T on both sides) — and, in bf16, 1e-3 against the CPU's
@@ -84,16 +85,18 @@ struct WindowCache {
     gpu_values = on_device(testing::to_storage<T>(values));
     gpu_positions = on_device(positions);
   }
-  // What the caller does before bifocal_decode: the new token's row and position into its slot.
-  void store_on_device(std::int64_t p) {
-    const int slot = slot_of(p);
-    const std::size_t at = std::size_t(slot) * row;
-    const auto key = testing::to_storage<T>(testing::slice(keys, at, row));
-    const auto value = testing::to_storage<T>(testing::slice(values, at, row));
-    const auto bytes = row * sizeof(T);
-    cuda::check(cudaMemcpy(gpu_keys.data() + at, key.data(), bytes, cudaMemcpyHostToDevice), "store key");
-    cuda::check(cudaMemcpy(gpu_values.data() + at, value.data(), bytes, cudaMemcpyHostToDevice), "store value");
-    cuda::check(cudaMemcpy(gpu_positions.data() + slot, &p, sizeof(p), cudaMemcpyHostToDevice), "store position");
+  // The device ring after the steps, against this one: positions equal, and every filled slot's
+  // key and value rows equal exactly (both are the fp32 k, v rounded once to T).
+  void expect_device_equals_host() {
+    EXPECT_EQ(gpu_positions.download(), positions);
+    const std::vector<float> device_keys = testing::from_storage<T>(gpu_keys.download());
+    const std::vector<float> device_values = testing::from_storage<T>(gpu_values.download());
+    for (int slot = 0; slot < window; ++slot) {
+      if (positions[slot] < 0) continue;
+      const std::size_t at = std::size_t(slot) * row;
+      EXPECT_EQ(testing::slice(device_keys, at, row), testing::slice(keys, at, row)) << "key row of slot " << slot;
+      EXPECT_EQ(testing::slice(device_values, at, row), testing::slice(values, at, row)) << "value row of slot " << slot;
+    }
   }
 };
 
@@ -142,9 +145,8 @@ void run_case(const BifocalCase& c) {
   std::vector<std::int64_t> gathered_positions;
   for (std::int64_t p = c.start; p < total; ++p) {
     const int t = int(p), step = t - c.start;
-    // The caller's part: the new token in its slot, the position in device memory.
+    // The host ring takes the new token as the step will on the device; the position in device memory.
     cache.store_on_host(p, stored_k.data() + x.kv_offset(t), stored_v.data() + x.kv_offset(t));
-    cache.store_on_device(p);
     position.upload(std::span<const std::int64_t>(&p, 1));
 
     cuda::BifocalDecodeArgs<T> args{};
@@ -201,8 +203,8 @@ void run_case(const BifocalCase& c) {
   EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kStateTolerance);
   EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kStateTolerance);
   EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStateTolerance);  // fp32 gates
-  // The kernel reads the cache and writes nothing there.
-  EXPECT_EQ(cache.gpu_positions.download(), cache.positions);
+  // The step stored every new token in its slot: positions everywhere, rows of the filled slots.
+  cache.expect_device_equals_host();
 }
 
 class BifocalDecode : public testing::CudaTest, public ::testing::WithParamInterface<BifocalCase> {};

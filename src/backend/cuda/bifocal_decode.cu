@@ -5,13 +5,14 @@
 // nor the mix costs a launch of its own:
 //   1. the window branch is swa's own decode attention, attention_decode<T, float>
 //      (attention_decode.cuh: split kernel + combine, or one kernel for short windows), which
-//      applies the learned sink and writes the SWA output in fp32 into the workspace — so the
-//      window costs Bifocal exactly what it costs swa at the same window;
+//      stores the new token in the ring (new_key/new_value), applies the learned sink and writes
+//      the SWA output in fp32 into the workspace — so the window costs Bifocal exactly what it
+//      costs swa at the same window;
 //   2. the mLSTM step (mlstm_decode.cu: one cluster of blocks per state head, one memory round
 //      trip) computes the gates ĩ, f̃, o from x itself, reads the SWA output of its columns in
 //      the same round trip as its state, and writes out = o·mLSTM + (1 − o)·SWA converted to T.
-// Bifocal's decode is therefore swa's (store, attention) plus ONE launch; the separate gate
-// product kernel and the fp32 → T conversion of the old path are gone.
+// Bifocal's decode is therefore swa's one attention launch plus ONE launch; the separate store,
+// the gate product kernel and the fp32 → T conversion of the old path are gone.
 //
 // Why not one fused kernel (the previous design: one cluster of 8 blocks per KV head walking its
 // window, then its state, then merging through distributed shared memory): the bytes are few —
@@ -78,7 +79,8 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream) {
                                          .values = args.values, .slot_positions = args.slot_positions,
                                          .slots = args.window, .query_heads = shape.query_heads,
                                          .kv_heads = shape.kv_heads, .head_dim = shape.head_dim, .window = args.window,
-                                         .sink_tokens = args.sink_tokens, .learned_sinks = args.learned_sinks};
+                                         .sink_tokens = args.sink_tokens, .learned_sinks = args.learned_sinks,
+                                         .new_key = args.k, .new_value = args.v};
   attention_decode<T, float>(attention, args.workspace, window_out, stream);
 
   const MlstmDecodeArgs<T> memory{.shape = shape, .gates = args.gates, .q = args.q, .k = args.k, .v = args.v,

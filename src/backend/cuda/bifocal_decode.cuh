@@ -3,8 +3,9 @@
 // where SWA is softmax attention over the window cache (learned sink, sink tokens or none) and
 // mLSTM the stabilized mLSTM cell (state=kv: one state per KV head read by its G query heads;
 // state=q: one per query head, k and v repeated). The window branch is swa's decode attention
-// (attention_decode.cuh, its output in fp32 in the workspace), then ONE mLSTM step computes the
-// gates from x and writes the mixed output (recurrent_decode.cuh's mlstm_decode).
+// (attention_decode.cuh, which also stores the new token's k, v in the ring; its output in fp32 in
+// the workspace), then ONE mLSTM step computes the gates from x and writes the mixed output
+// (recurrent_decode.cuh's mlstm_decode).
 // Every pointer is a DEVICE pointer; nothing is allocated or synchronised; the token position is
 // read from device memory (graph capture). The mLSTM state has cpu::MlstmState's layout.
 #pragma once
@@ -25,9 +26,10 @@ struct BifocalDecodeArgs {
   cpu::MlstmShape shape;  // Hq, Hkv, S (Hkv for state=kv, Hq for state=q), d (a multiple of 8, ≤ 256)
 
   // The window branch: the cache of SlidingWindowMixer, `window` slots [window, Hkv, d], token p
-  // in slot p < s ? p : s + (p − s) mod (w − s). THE CALLER HAS ALREADY STORED THE NEW TOKEN'S k, v
-  // (converted to T) IN ITS SLOT and its position in slot_positions before this step runs.
-  T* keys = nullptr;  // the window cache (writable: attention_decode takes writable cache pointers)
+  // in slot p < s ? p : s + (p − s) mod (w − s). This step stores the new token's k, v (converted
+  // to T) in its slot and its position in slot_positions itself, inside the window attention's
+  // launch (attention_decode's new_key/new_value), as swa's decode does: no store launch of its own.
+  T* keys = nullptr;  // the window cache, read and written
   T* values = nullptr;
   std::int64_t* slot_positions = nullptr;  // [window], −1 = empty
   int window = 0;                                // w, sink tokens included
@@ -36,7 +38,7 @@ struct BifocalDecodeArgs {
   const std::int64_t* position = nullptr;        // [1] the new token's absolute position p
 
   const float* q = nullptr;  // [Hq, d] fp32, after q/k-norm and RoPE (16-byte aligned, as k, v)
-  const float* k = nullptr;  // [Hkv, d] fp32 (the mLSTM branch takes k, v unrounded)
+  const float* k = nullptr;  // [Hkv, d] fp32 (the mLSTM branch takes k, v unrounded; the cache gets them in T)
   const float* v = nullptr;  // [Hkv, d]
   MlstmGateProjections<T> gates;   // x and the ĩ, f̃ projections [S, hidden]
   const T* mix_weight = nullptr;   // W_o [Hq, hidden]

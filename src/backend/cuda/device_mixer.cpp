@@ -311,13 +311,11 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
       mlstm_decode(args, stream);
       return;
     }
-    case Kind::Bifocal: {  // the new token into the ring, then the window attention and the mLSTM step + mix
+    case Kind::Bifocal: {  // the window attention (it stores the new token in the ring), then the mLSTM step + mix
       const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = input_gate_weight_.data(),
                                           .input_bias = input_gate_bias_.size() ? input_gate_bias_.data() : nullptr,
                                           .forget_weight = forget_gate_weight_.data(),
                                           .forget_bias = forget_gate_bias_.size() ? forget_gate_bias_.data() : nullptr};
-      store_kv_slots<T>(in.keys, in.values, 1, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
-                        shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
       const BifocalDecodeArgs<T> args{.shape = mlstm, .keys = s.keys.data(), .values = s.values.data(),
                                       .slot_positions = s.slot_positions.data(), .window = spec_.window,
                                       .sink_tokens = sink_tokens_,
