@@ -1,7 +1,7 @@
 """Build the testbed's natural-text corpus from Debian packages (run on the development machine).
 
     apt-get install dict-gcide python3-doc debian-reference-en   # once; scripts/ does it for CI
-    python3 tools/testbed/build_corpus.py OUT_DIR [--more]
+    python3 tools/testbed/build_corpus.py OUT_DIR [--more | --most]
 
 Writes OUT_DIR/corpus.jsonl.xz (one document per line: {"source", "text"}), OUT_DIR/heldout.jsonl.xz
 (every 100th prose document, never trained on) and OUT_DIR/mixture.json (documents, characters and
@@ -17,12 +17,27 @@ sources, for the next training round (the shipped model was trained without them
   handbook     The Debian Administrator's Handbook, English HTML (GPL-2+ / CC-BY-SA-3.0)
   git-doc      Git's manual pages and guides, AsciiDoc text (GPL-2)
   pg-doc       the PostgreSQL 15 manual, HTML (PostgreSQL license)
+With --most (also apt-get install linux-doc-6.1 nodejs-doc apache2-doc debian-policy rust-doc
+python-django-doc exim4-doc-html libreoffice-help-en-us), the --more sources and eight more (the
+shipped model has not seen them):
+  kernel-doc   the Linux 6.1 kernel documentation, reStructuredText and text (GPL-2; translations
+               skipped, e-mail addresses replaced by <email>)
+  node-doc     the Node.js API documentation, Markdown (MIT)
+  apache-doc   the Apache HTTP Server 2.4 manual, English HTML (Apache-2.0)
+  policy       the Debian Policy Manual and its companion documents, text (GPL-2+)
+  rust-books   the Rust books of rust-doc: The Book, the Reference, the Nomicon, Rust by Example,
+               the edition guide, the embedded book, the rustc and rustdoc books (MIT/Apache-2.0)
+  django-doc   the Django 3.2 documentation, HTML without its site chrome (BSD-3-Clause)
+  exim-spec    the Exim 4 specification, HTML (GPL-2+)
+  libreoffice-help  LibreOffice's English help pages, joined into documents of ≥ 20,000
+               characters (MPL-2.0)
 The procedural long-context part of the mixture is generated at training time (procedural.py).
 """
 import glob
 import gzip
 import html
 import html.parser
+import itertools
 import json
 import lzma
 import os
@@ -56,8 +71,41 @@ class _TextExtractor(html.parser.HTMLParser):
             self.parts.append(data)
 
 
-def html_to_text(markup):
-    parser = _TextExtractor()
+class _PageBodyExtractor(_TextExtractor):
+    """_TextExtractor that also drops a page's chrome: any element whose id or class is listed
+    (a site header, sidebars, footers), with everything nested in it."""
+
+    def __init__(self, chrome):
+        super().__init__()
+        self.chrome, self.chrome_tag, self.chrome_depth = set(chrome), None, 0
+
+    def handle_starttag(self, tag, attrs):
+        if self.chrome_tag is not None:
+            self.chrome_depth += tag == self.chrome_tag
+            return
+        names = {value for key, value in attrs if key == "id" and value}
+        names |= {c for key, value in attrs if key == "class" and value for c in value.split()}
+        if names & self.chrome:
+            self.chrome_tag, self.chrome_depth = tag, 1
+            return
+        super().handle_starttag(tag, attrs)
+
+    def handle_endtag(self, tag):
+        if self.chrome_tag is not None:
+            if tag == self.chrome_tag:
+                self.chrome_depth -= 1
+                if self.chrome_depth == 0:
+                    self.chrome_tag = None
+            return
+        super().handle_endtag(tag)
+
+    def handle_data(self, data):
+        if self.chrome_tag is None:
+            super().handle_data(data)
+
+
+def html_to_text(markup, chrome=()):
+    parser = _PageBodyExtractor(chrome) if chrome else _TextExtractor()
     parser.feed(markup)
     text = "".join(parser.parts)
     text = re.sub(r"[ \t]+\n", "\n", text)
@@ -84,15 +132,43 @@ def gcide_documents():
         yield "\n\n".join(batch)
 
 
-def html_documents(pattern):
+HTML_LANGUAGE = re.compile(r"<html[^>]*\blang=\"([^\"]*)\"", re.I)
+
+
+def html_documents(pattern, chrome=(), skip=(), min_chars=500, english_only=False):
+    """Visible text of each HTML page; `chrome`: ids/classes of page furniture to drop; `skip`:
+    path parts whose pages are left out (old editions, redirect stubs); english_only: pages whose
+    <html lang> names another language are left out (a manual's untranslated fallbacks)."""
     for path in sorted(glob.glob(pattern, recursive=True)):
+        if any(part in path for part in skip):
+            continue
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                text = html_to_text(f.read())
-        except (OSError, ValueError):
+                markup = f.read()
+        except OSError:
             continue
-        if len(text) > 500:
+        language = HTML_LANGUAGE.search(markup)
+        if english_only and language and not language.group(1).lower().startswith("en"):
+            continue
+        try:
+            text = html_to_text(markup, chrome)
+        except ValueError:
+            continue
+        if len(text) > min_chars:
             yield text
+
+
+def grouped(documents, min_chars):
+    """Consecutive short documents (help pages) joined until each is at least min_chars long."""
+    batch, size = [], 0
+    for text in documents:
+        batch.append(text)
+        size += len(text)
+        if size >= min_chars:
+            yield "\n\n".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield "\n\n".join(batch)
 
 
 def pod_documents(pattern):
@@ -117,6 +193,27 @@ def text_documents(pattern):
             yield text
 
 
+# The Rust project's books in rust-doc (its API reference, std/core/alloc, is left out: generated).
+RUST_BOOKS = ("book", "reference", "nomicon", "rust-by-example", "edition-guide", "embedded-book", "rustc", "rustdoc")
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def gzip_text_documents(pattern, skip=None):
+    """Compressed text files (reStructuredText, Markdown, plain text), e-mail addresses replaced."""
+    for path in sorted(glob.glob(pattern, recursive=True)):
+        if skip and skip in path:
+            continue
+        try:
+            with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except (OSError, EOFError):
+            continue
+        text = EMAIL.sub("<email>", text)
+        text = re.sub(r"^\.\. SPDX-License-Identifier:.*\n", "", text, flags=re.M).strip()
+        if len(text) > 500:
+            yield text
+
+
 def source_documents(patterns, max_bytes):
     total = 0
     for pattern in patterns:
@@ -135,7 +232,8 @@ def source_documents(patterns, max_bytes):
 
 def main():
     out_dir = sys.argv[1]
-    more = "--more" in sys.argv[2:]
+    most = "--most" in sys.argv[2:]
+    more = most or "--more" in sys.argv[2:]
     os.makedirs(out_dir, exist_ok=True)
     sources = [
         ("gcide", gcide_documents()),
@@ -150,6 +248,29 @@ def main():
             ("handbook", html_documents("/usr/share/doc/debian-handbook/html/en-US/*.html")),
             ("git-doc", text_documents("/usr/share/doc/git-doc/*.txt")),
             ("pg-doc", html_documents("/usr/share/doc/postgresql-doc-15/html/*.html")),
+        ]
+    if most:
+        kernel = "/usr/share/doc/linux-doc-6.1/Documentation/**/"
+        sources += [
+            ("kernel-doc", itertools.chain(gzip_text_documents(kernel + "*.rst.gz", skip="/translations/"),
+                                           gzip_text_documents(kernel + "*.txt.gz", skip="/translations/"))),
+            ("node-doc", gzip_text_documents("/usr/share/doc/nodejs/api/*.md.gz")),
+            ("apache-doc", html_documents("/usr/share/doc/apache2-doc/manual/en/**/*.html", english_only=True,
+                                          chrome=("page-header", "path", "quickview", "footer", "up", "top", "toplang", "bottomlang"))),
+            ("policy", gzip_text_documents("/usr/share/doc/debian-policy/*.txt.gz")),
+            ("rust-books", (re.sub(r"^Light \(default\)\s+Rust\s+Coal\s+Navy\s+Ayu\s+", "", text)
+                            for book in RUST_BOOKS
+                            for text in html_documents(f"/usr/share/doc/rust-doc/html/{book}/**/*.html",
+                                                       skip=("/2018-edition/", "/first-edition/")))),
+            ("django-doc", html_documents("/usr/share/doc/python-django-doc/html/**/*.html",
+                                          chrome=("hd", "ft", "sidebar", "global-nav", "nav", "sphinxsidebar"),
+                                          skip=("/_modules/", "/genindex", "/py-modindex", "/search.html"))),
+            ("exim-spec", html_documents("/usr/share/doc/exim4-doc-html/spec_html/*.html",
+                                         chrome=("header", "nav_flow", "toc", "footer", "left_bar", "right_bar",
+                                                 "previous_page", "next_page"))),
+            ("libreoffice-help", grouped((re.sub(r"^LibreOffice [\d.]+ Help\s+Module\s+Contents\s+Index\s*\S*\s+", "", t)
+                                          for t in html_documents("/usr/share/libreoffice/help/en-US/text/**/*.html",
+                                                                  min_chars=200)), 20_000)),
         ]
     mixture = {}
     prose_index = 0
