@@ -206,6 +206,10 @@ def main():
     parser.add_argument("--init", help="continue from this saved model (its tokenizer is kept)")
     parser.add_argument("--tokenizer", help="a fresh model with this tokenizer.json instead of training a new one")
     parser.add_argument("--procedural-cache", help="a file: load the procedural documents from it, or generate and save them")
+    parser.add_argument("--rope-theta", type=float, default=0,
+                        help="RoPE base; 0: 100,000 for a fresh model, the checkpoint's own with --init. A larger base "
+                             "leaves more dimensions nearly unrotated over 4,096 tokens, where a key that is a sink "
+                             "at every distance can live")
     parser.add_argument("--measure-every", type=int, default=400, help="steps between held-out measurements")
     parser.add_argument("--compile", action="store_true", help="torch.compile the training step (eager if that fails)")
     args = parser.parse_args()
@@ -253,12 +257,14 @@ def main():
     config = Qwen3Config(vocab_size=vocab, hidden_size=args.hidden, intermediate_size=intermediate,
                          num_hidden_layers=args.layers, num_attention_heads=args.heads,
                          num_key_value_heads=args.heads // 4, head_dim=head_dim,
-                         max_position_embeddings=CONTEXT, rope_theta=100000.0,
+                         max_position_embeddings=CONTEXT, rope_theta=args.rope_theta or 100000.0,
                          rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=bos_id, eos_token_id=eos_id,
                          pad_token_id=None, initializer_range=0.02, attention_dropout=0.0)
     if args.init:
-        model = Qwen3ForCausalLM.from_pretrained(args.init, dtype=torch.float32).to(device)
-        config = model.config
+        config = Qwen3Config.from_pretrained(args.init)
+        if args.rope_theta:  # rotary frequencies are computed from the config when the model is built
+            config.rope_parameters = {"rope_theta": args.rope_theta, "rope_type": "default"}
+        model = Qwen3ForCausalLM.from_pretrained(args.init, config=config, dtype=torch.float32).to(device)
     else:
         model = Qwen3ForCausalLM(config).to(device)
     set_attention(model, "sdpa")
