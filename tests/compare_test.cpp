@@ -14,6 +14,7 @@
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
 #include "eval/attention_sinks.h"
+#include "eval/compare_report.h"
 #include "eval/perplexity.h"
 #include "eval/svg_plot.h"
 #include "cli_runner.h"
@@ -223,6 +224,44 @@ TEST(CompareAttentionProbe, SinkStatisticsOfAWindowWithSinkTokens) {
     EXPECT_NEAR(layer.uniform, uniform, 1e-12);
     EXPECT_EQ(layer.queries, std::int64_t(60 * windows.size()));
   }
+}
+
+// The by-position ranges split the same queries: the query-weighted mean of the ranges past
+// min_query_position is the layer mean, and the first query, which sees only the first key, puts
+// all of its mass there (exactly 1 under full attention).
+TEST(CompareAttentionProbe, MassByPositionSplitsTheLayerMean) {
+  const Model model = Model::load(golden_model("qwen3_bf16"));
+  const auto windows = golden_windows(64);
+  const std::vector<std::int64_t> edges{0, 1, 8, 24, 64};
+  const AttentionSinkStats stats = measure_attention_sinks(model, windows, /*first_tokens=*/1, /*min_query_position=*/8, edges);
+  ASSERT_EQ(stats.by_position.size(), 4u);
+  const auto& first = stats.by_position[0];
+  EXPECT_EQ(first.begin, 0);
+  EXPECT_EQ(first.end, 1);
+  EXPECT_EQ(first.queries, std::int64_t(windows.size()));
+  EXPECT_DOUBLE_EQ(first.uniform, 1.0);
+  for (const double mass : first.mass_per_layer) EXPECT_NEAR(mass, 1.0, 1e-6);
+  const auto& early = stats.by_position[2];
+  const auto& late = stats.by_position[3];
+  EXPECT_EQ(early.queries + late.queries, stats.layers[0].queries);
+  for (std::size_t l = 0; l < stats.layers.size(); ++l) {
+    const double mean = (early.mass_per_layer[l] * double(early.queries) + late.mass_per_layer[l] * double(late.queries)) /
+                        double(early.queries + late.queries);
+    EXPECT_NEAR(mean, stats.layers[l].mass, 1e-9) << l;
+  }
+  const double uniform = (early.uniform * double(early.queries) + late.uniform * double(late.queries)) /
+                         double(early.queries + late.queries);
+  EXPECT_NEAR(uniform, stats.layers[0].uniform, 1e-12);
+  // A range no window reaches has no queries, and the table says so rather than print a zero.
+  const std::vector<std::int64_t> beyond{0, 64, 128};
+  const AttentionSinkStats past = measure_attention_sinks(model, windows, 1, 8, beyond);
+  EXPECT_EQ(past.by_position[1].queries, 0);
+  const std::string table = position_sink_table_markdown(past);
+  EXPECT_NE(table.find("| 0–64 | 64–128 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| — |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| uniform |"), std::string::npos) << table;
+  testing::expect_error([&] { measure_attention_sinks(model, windows, 1, 8, std::vector<std::int64_t>{0, 8, 8}); },
+                        {"position edges must increase"});
 }
 
 // The strongest head is the argmax of the per-head means, recomputed here from the probe itself;

@@ -211,7 +211,9 @@ Run add_compare_command(CLI::App& app) {
       std::size_t shortest = windows.front().size();
       for (const auto& window : windows) shortest = std::min(shortest, window.size());
       std::fprintf(stderr, "bifocal: attention statistics over %zu windows (%s)\n", windows.size(), report.attention_mixer.c_str());
-      report.attention = measure_attention_sinks(model, windows, f.first_tokens, sink_query_start(shortest, f.first_tokens));
+      const std::vector<std::int64_t> position_edges(report.bucket_edges.begin(), report.bucket_edges.end());
+      report.attention = measure_attention_sinks(model, windows, f.first_tokens, sink_query_start(shortest, f.first_tokens),
+                                                 position_edges);
     }
 
     std::fputs(perplexity_table_markdown(report).c_str(), stdout);
@@ -219,6 +221,7 @@ Run add_compare_command(CLI::App& app) {
       std::fprintf(stdout, "\nAttention on the first tokens (%s), queries at positions >= %lld:\n\n",
                    report.attention_mixer.c_str(), (long long)report.attention->min_query_position);
       std::fputs(attention_table_markdown(*report.attention).c_str(), stdout);
+      std::fputs(("\nBy query position:\n\n" + position_sink_table_markdown(*report.attention)).c_str(), stdout);
     }
     if (!f.out.empty())
       write_report_files(f.out, {{"compare.md", compare_markdown(report)},

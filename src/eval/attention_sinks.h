@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace bifocal {
@@ -23,10 +24,21 @@ struct LayerSinkMass {
   double ratio() const { return uniform > 0 ? mass / uniform : 0.0; }
 };
 
+// The mass on the first tokens of the queries at positions [begin, end) only, per layer (mean
+// over heads and those queries): whether a sink holds at every distance or only near the start,
+// which is what decides between a window with sink tokens and one without.
+struct PositionSinkMass {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t queries = 0;             // over all windows; 0 when no window reaches `begin`
+  double uniform = 0;                   // mean of min(first_tokens, t + 1) / (t + 1) over them
+  std::vector<double> mass_per_layer;   // [layer]
+};
+
 struct AttentionSinkStats {
   int first_tokens = 1;
-  std::int64_t min_query_position = 0;  // queries at positions >= this are averaged
+  std::int64_t min_query_position = 0;  // queries at positions >= this are averaged in `layers`
   std::vector<LayerSinkMass> layers;
+  std::vector<PositionSinkMass> by_position;  // one per range of position_edges (every query)
 };
 
 // The query positions to average: from 128 on, past the start where every key is near the first
@@ -35,7 +47,10 @@ std::int64_t sink_query_start(std::size_t shortest_window, int first_tokens);
 
 // Runs each window from a fresh session with Model's attention probe. Every layer of `model`
 // must run softmax attention over absolute positions (Model::forward's probe says which not).
+// position_edges (increasing, e.g. compare's bucket edges) split the query positions into the
+// ranges of `by_position`; empty: none.
 AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector<std::vector<std::int32_t>>& windows,
-                                           int first_tokens, std::int64_t min_query_position);
+                                           int first_tokens, std::int64_t min_query_position,
+                                           std::span<const std::int64_t> position_edges = {});
 
 }  // namespace bifocal

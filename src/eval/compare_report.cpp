@@ -72,6 +72,27 @@ std::string attention_table_markdown(const AttentionSinkStats& stats) {
   return table;
 }
 
+std::string position_sink_table_markdown(const AttentionSinkStats& stats) {
+  if (stats.by_position.empty()) return {};
+  std::string header = "| layer |", rule = "| ---: |";
+  for (const auto& range : stats.by_position) {
+    header += fmt::format(" {}–{} |", range.begin, range.end);
+    rule += " ---: |";
+  }
+  std::string table = header + "\n" + rule + "\n";
+  auto cell = [](const PositionSinkMass& range, double value) {
+    return range.queries ? fmt::format(" {:.4f} |", value) : std::string(" — |");
+  };
+  for (std::size_t l = 0; l < stats.layers.size(); ++l) {
+    table += fmt::format("| {} |", l);
+    for (const auto& range : stats.by_position) table += cell(range, range.mass_per_layer[l]);
+    table += "\n";
+  }
+  table += "| uniform |";
+  for (const auto& range : stats.by_position) table += cell(range, range.uniform);
+  return table + "\n";
+}
+
 std::string compare_markdown(const CompareReport& report) {
   std::string md = "# Perplexity by token position\n\n";
   md += fmt::format("```\n{}\n```\n\n", report.command_line);
@@ -88,6 +109,11 @@ std::string compare_markdown(const CompareReport& report) {
                       "= the mass a uniform distribution over the visible keys would give them.\n\n",
                       report.attention_mixer, report.attention->min_query_position);
     md += attention_table_markdown(*report.attention);
+    if (!report.attention->by_position.empty())
+      md += "\n### By query position\n\nThe mass on the first tokens of the queries in each position bucket (every "
+            "query, averaged over heads): a sink that holds at every distance keeps its mass far above the "
+            "uniform row in the late buckets, one that lives near the start does not.\n\n" +
+            position_sink_table_markdown(*report.attention);
   }
   return md;
 }
@@ -119,8 +145,14 @@ nlohmann::json compare_json(const CompareReport& report) {
       layers.push_back({{"layer", l.layer}, {"mass", l.mass}, {"uniform", l.uniform}, {"ratio", l.ratio()},
                         {"strongest_head", l.strongest_head}, {"strongest_head_mass", l.strongest_head_mass},
                         {"queries", l.queries}});
+    nlohmann::json by_position = nlohmann::json::array();
+    for (const auto& range : report.attention->by_position)
+      by_position.push_back({{"begin", range.begin}, {"end", range.end}, {"queries", range.queries},
+                             {"uniform", range.queries ? nlohmann::json(range.uniform) : nlohmann::json()},
+                             {"mass_per_layer", range.queries ? nlohmann::json(range.mass_per_layer) : nlohmann::json()}});
     out["attention_stats"] = {{"attention", report.attention_mixer}, {"first_tokens", report.attention->first_tokens},
-                              {"min_query_position", report.attention->min_query_position}, {"layers", layers}};
+                              {"min_query_position", report.attention->min_query_position}, {"layers", layers},
+                              {"by_position", by_position}};
   }
   return out;
 }

@@ -42,7 +42,10 @@ struct CompareReport {
 std::string perplexity_table_markdown(const CompareReport& report);
 // One row per layer: mass on the first tokens, the uniform mass, their ratio.
 std::string attention_table_markdown(const AttentionSinkStats& stats);
-// compare.md: the command line and both tables.
+// One row per layer and one column per position range of stats.by_position, then the uniform
+// mass; empty when there are no ranges.
+std::string position_sink_table_markdown(const AttentionSinkStats& stats);
+// compare.md: the command line and the tables.
 std::string compare_markdown(const CompareReport& report);
 nlohmann::json compare_json(const CompareReport& report);
 // Perplexity (log y) against bucket centre, one series per mixer labelled with its state bytes.
