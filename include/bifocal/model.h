@@ -57,9 +57,9 @@ class Model {
   // A session whose cache holds `capacity` tokens; prefill runs in chunks of `chunk` tokens.
   Session new_session(std::int64_t capacity, int chunk = 256) const;
 
-  // An independent copy of a CPU session (caches, states, position): one prefix continued several
-  // ways, as multiple-choice scoring does with a shared context. Throws on --backend cuda, whose
-  // sessions are not copied (callers there run the prefix again).
+  // An independent copy of a session (caches, states, position; on --backend cuda a new device
+  // session and a device-to-device copy): one prefix continued several ways, as multiple-choice
+  // scoring does with a shared context.
   Session copy_session(const Session& source) const;
 
   // Runs `tokens` at the session's next positions. Writes the logits of the last token

@@ -110,7 +110,7 @@ std::vector<ContinuationScore> score_continuations(const Model& model, std::span
   std::size_t longest = 0;
   for (std::size_t i = 0; i < continuations.size(); ++i) {
     const std::size_t length = context.size() + continuations[i].size();
-    const bool alone = model.on_device() || context.size() < 2 || continuations[i].empty() ||
+    const bool alone = context.size() < 2 || continuations[i].empty() ||
                        max_length < 1 || length > std::size_t(max_length) + 1;
     if (alone) {
       scores[i] = score_continuation(model, context, continuations[i], max_length);  // also its errors

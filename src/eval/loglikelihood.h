@@ -59,8 +59,7 @@ ContinuationScore score_continuation(const Model& model, std::span<const std::in
 // its tokens but the last go through one session, which each continuation then continues in a
 // copy (Model::copy_session). The scores equal score_continuation's up to float rounding (the
 // prefill is cut at a different token). A continuation whose input would be cut from the left,
-// a one-token context, or --backend cuda (no session copies there) falls back to
-// score_continuation for that request.
+// or a one-token context, falls back to score_continuation for that request.
 std::vector<ContinuationScore> score_continuations(const Model& model, std::span<const std::int32_t> context,
                                                    std::span<const std::vector<std::int32_t>> continuations,
                                                    int max_length);

@@ -115,7 +115,7 @@ std::vector<ContinuationScore> choice_scores(const Model& model, const Tokenizer
                                                   options.add_special_tokens));
   const bool shared = std::all_of(requests.begin(), requests.end(),
                                   [&](const auto& r) { return r.context == requests.front().context; });
-  if (shared && !model.on_device()) {
+  if (shared) {
     std::vector<std::vector<std::int32_t>> continuations;
     for (auto& r : requests) continuations.push_back(std::move(r.continuation));
     return score_continuations(model, requests.front().context, continuations, max_length);

@@ -65,7 +65,7 @@ ChoiceDecision decide_choice(std::span<const double> logprobs, std::span<const s
 
 // Scores every choice on `model`: metrics acc and acc_norm; details hold the per-choice
 // log-probabilities, token counts, is_greedy flags, both predictions and the gold index. A context
-// shared by every choice runs once on the CPU backend (score_continuations).
+// shared by every choice runs once (score_continuations).
 ItemResult score_question(const Model& model, const Tokenizer& tokenizer, const MultipleChoiceQuestion& question,
                           const LoglikelihoodOptions& options = {});
 

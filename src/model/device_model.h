@@ -42,6 +42,9 @@ class DeviceModel {
   // One decode step that also samples on the device: only the sampled id comes back.
   virtual std::int32_t decode_and_sample(DeviceSession& session, std::int64_t position, std::int32_t token,
                                          const SamplingParams& sampling) const = 0;
+  // Copies every layer's cache and state of `from` into `to`, a session of this model with the
+  // same capacity and chunk: one prefix continued several ways (Model::copy_session).
+  virtual void copy_state(const DeviceSession& from, DeviceSession& to) const = 0;
   virtual std::size_t weight_bytes() const = 0;
   virtual std::string device_name() const = 0;
 

@@ -130,8 +130,14 @@ std::size_t Session::layer_state_bytes(int layer) const {
 }
 
 Session Model::copy_session(const Session& source) const {
-  if (source.device_) fail("session", "copying a --backend cuda session is not supported");
   Session copy;
+  if (source.device_) {  // the device holds the state; the host side is bookkeeping
+    copy.device_ = device_->new_session(source.capacity_, source.chunk_);
+    device_->copy_state(*source.device_, *copy.device_);
+    copy.logits_ = source.logits_;
+    copy.position_ = source.position_, copy.capacity_ = source.capacity_, copy.chunk_ = source.chunk_;
+    return copy;
+  }
   copy.layers_ = source.layers_;
   copy.residual_ = source.residual_, copy.normed_ = source.normed_, copy.queries_ = source.queries_;
   copy.keys_ = source.keys_, copy.values_ = source.values_, copy.attention_ = source.attention_;

@@ -106,6 +106,38 @@ TEST_F(CudaModel, DecodeEqualsPrefill) {
   }
 }
 
+// A copied session continues as the original would (multiple-choice scoring runs a shared context
+// once and each choice in a copy): for every mixer, the continuation's logits from a copy equal a
+// fresh session's over prefix + continuation, and continuing one copy leaves the source as it was
+// (a second copy gives bit-identical logits).
+TEST_F(CudaModel, CopiedSessionContinuesLikeTheOriginal) {
+  testing::ErrorLog log{"cuda session copy vs fresh session"};
+  const auto tokens = testing::GoldenReference::load("qwen3_bf16").full_sequence();
+  const std::size_t prefix = 24, rest = 12;
+  ASSERT_GE(tokens.size(), prefix + rest);
+  const std::vector<std::int32_t> whole(tokens.begin(), tokens.begin() + std::ptrdiff_t(prefix + rest));
+  const std::span<const std::int32_t> continuation = std::span(whole).subspan(prefix);
+  for (const auto& mixer : kMixers) {
+    SCOPED_TRACE(mixer);
+    const Model gpu = Model::load(golden_model("qwen3_bf16"), on(mixer, "cuda", "fp32"));
+    const std::size_t vocab = gpu.config().vocab_size;
+    const auto reference = all_logits(gpu, whole, 64);
+    Session source = gpu.new_session(std::int64_t(whole.size()) + 8, 16);
+    std::vector<float> last(vocab);
+    gpu.forward(source, std::span(whole).first(prefix), last);
+    std::vector<float> first(rest * vocab), second(rest * vocab);
+    Session copy = gpu.copy_session(source);
+    EXPECT_EQ(copy.position(), std::int64_t(prefix));
+    gpu.forward(copy, continuation, first, /*all_logits=*/true);
+    Session again = gpu.copy_session(source);
+    gpu.forward(again, continuation, second, /*all_logits=*/true);
+    EXPECT_EQ(first, second);
+    EXPECT_EQ(source.position(), std::int64_t(prefix));
+    const std::vector<float> want(reference.begin() + std::ptrdiff_t(prefix * vocab), reference.end());
+    EXPECT_LT(log.add(testing::relative_error(first, want)), 1e-4);
+  }
+}
+
 // The testbed model: bf16 logits near the CPU's for every mixer, and in fp32 the greedy
 // continuation of a prompt identical to the CPU's for 64 tokens (decode on the device samples
 // on the device: greedy through the captured graph).

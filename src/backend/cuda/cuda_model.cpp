@@ -378,6 +378,38 @@ double CudaModel<T>::time_prefill(DeviceSession& session, std::span<const std::i
   return timer.seconds();
 }
 
+namespace {
+
+template <typename U>
+void copy_buffer(const DeviceBuffer<U>& from, DeviceBuffer<U>& to, cudaStream_t stream) {
+  if (from.size() != to.size()) fail("session", "copying a session into one of another capacity");
+  if (from.size() > 0)
+    check(cudaMemcpyAsync(to.data(), from.data(), from.bytes(), cudaMemcpyDeviceToDevice, stream), "copy session");
+}
+
+}  // namespace
+
+template <typename T>
+void CudaModel<T>::copy_state(const DeviceSession& from_session, DeviceSession& to_session) const {
+  const auto& from = static_cast<const CudaSession<T>&>(from_session);
+  auto& to = static_cast<CudaSession<T>&>(to_session);
+  if (from.layers.size() != to.layers.size() || from.capacity != to.capacity || from.chunk != to.chunk)
+    fail("session", "copying a session into one of another shape");
+  // The layers' caches and states are all a session carries from one call to the next; the
+  // scratch is rewritten by every call, and the copy's decode graph is captured on first use.
+  for (std::size_t l = 0; l < from.layers.size(); ++l) {
+    const DeviceMixerState<T>& a = from.layers[l];
+    DeviceMixerState<T>& b = to.layers[l];
+    copy_buffer(a.keys, b.keys, stream_);
+    copy_buffer(a.values, b.values, stream_);
+    copy_buffer(a.slot_positions, b.slot_positions, stream_);
+    copy_buffer(a.matrix, b.matrix, stream_);
+    copy_buffer(a.normalizer, b.normalizer, stream_);
+    copy_buffer(a.stabilizer, b.stabilizer, stream_);
+  }
+  check(cudaStreamSynchronize(stream_), "copy session");
+}
+
 template <typename T>
 double CudaModel<T>::measure_copy_bandwidth() const {
   constexpr std::size_t kBytes = std::size_t(2) << 30;  // 2 GiB: far past the 60 MB L2

@@ -70,6 +70,7 @@ class CudaModel final : public DeviceModel {
   void fill_synthetic_context(DeviceSession& session, std::int64_t context, std::uint64_t seed) const override;
   double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const override;
   double time_prefill(DeviceSession& session, std::span<const std::int32_t> tokens) const override;
+  void copy_state(const DeviceSession& from, DeviceSession& to) const override;
   double measure_copy_bandwidth() const override;
   std::size_t device_memory_used() const override;
 
