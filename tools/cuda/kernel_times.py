@@ -1,0 +1,108 @@
+"""Per-kernel GPU time of bifocal's decode step, from Nsight Compute's raw CSV (kernel_times.sh).
+
+    python3 tools/cuda/kernel_times.py ncu.csv > kernel_times.md
+
+ncu serialises the kernels it measures, so a kernel's time here excludes the overlap that
+programmatic dependent launch gives in a real run: the sum is an upper bound of the step, and the
+table says where the step's time goes rather than what it is. Kernels of the synthetic context
+(fill_*) are left out; the decode steps are counted by advance_decode_step_kernel (one per step).
+"""
+import csv
+import sys
+from collections import defaultdict
+
+UNIT_MICROSECONDS = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6}
+STEP_KERNEL = "advance_decode_step_kernel"
+
+
+def _split_top_level(text, separator):
+    """Split on `separator` outside <> and () (C++ template arguments and parameter lists)."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        if text[i] in "<(":
+            depth += 1
+        elif text[i] in ">)":
+            depth -= 1
+        elif depth == 0 and text.startswith(separator, i):
+            parts.append(text[start:i])
+            start = i + len(separator)
+            i = start
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
+
+
+def short_name(name):
+    """'void bifocal::cuda::(anonymous namespace)::gemv_kernel<float, 4>(const float *, int)' ->
+    'gemv_kernel<float, 4>': the unqualified name with its template arguments, no parameters."""
+    name = name.strip()
+    if name.startswith("void "):
+        name = name[len("void "):]
+    if name.endswith(")"):  # drop the parameter list: the last balanced (...)
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += name[i] == ")"
+            depth -= name[i] == "("
+            if depth == 0:
+                name = name[:i]
+                break
+    return _split_top_level(name, "::")[-1].strip()
+
+
+def read_times(lines):
+    """(kernel name, microseconds) for every measured kernel of ncu's `--csv --page raw` output."""
+    rows = list(csv.reader(line for line in lines if line.strip() and not line.startswith("==")))
+    if not rows:
+        raise ValueError("no CSV rows: was ncu run with --csv --page raw?")
+    header = rows[0]
+    try:
+        name_column = header.index("Kernel Name")
+        time_column = next(i for i, h in enumerate(header) if h.startswith("gpu__time_duration"))
+    except (ValueError, StopIteration):
+        raise ValueError("the CSV has no 'Kernel Name' or gpu__time_duration column") from None
+    scale = 1e-3  # ncu's default unit for durations is the nanosecond
+    times = []
+    for row in rows[1:]:
+        if len(row) <= max(name_column, time_column):
+            continue
+        if not row[0].strip().isdigit():  # the units row under the header
+            scale = UNIT_MICROSECONDS.get(row[time_column].strip(), scale)
+            continue
+        times.append((short_name(row[name_column]), float(row[time_column].replace(",", "")) * scale))
+    return times
+
+
+def summarise(times):
+    steps = sum(1 for name, _ in times if name.startswith(STEP_KERNEL))
+    if steps == 0:
+        raise ValueError(f"no {STEP_KERNEL} among the kernels: not a decode run")
+    total = defaultdict(float)
+    calls = defaultdict(int)
+    for name, microseconds in times:
+        if name.startswith("fill_"):
+            continue
+        total[name] += microseconds
+        calls[name] += 1
+    step_total = sum(total.values()) / steps
+    lines = [f"{steps} decode steps; serialised kernel time per step {step_total:.1f} µs (an upper bound: no launch overlap)",
+             "", "| kernel | launches per step | µs per launch | µs per step | share |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name in sorted(total, key=total.get, reverse=True):
+        per_step = total[name] / steps
+        lines.append(f"| `{name}` | {calls[name] / steps:.1f} | {total[name] / calls[name]:.2f} | {per_step:.1f} | "
+                     f"{100 * per_step / step_total:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: kernel_times.py NCU_RAW.csv")
+    with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+        try:
+            print(summarise(read_times(f)), end="")
+        except ValueError as error:
+            sys.exit(f"{sys.argv[1]}: {error}")
+
+
+if __name__ == "__main__":
+    main()
