@@ -11,7 +11,7 @@ Steps, all inside --total-seconds of wall clock:
   3. Qwen3ForCausalLM (GQA 4:1) trained with AdamW, bf16 autocast, until the deadline (the learning
      rate follows warm-up then cosine decay over the time budget);
   4. every few hundred steps: held-out loss, and the attention mass on the first token per layer
-     (averaged over heads and over queries at positions >= 128) against the uniform mass;
+     (averaged over heads) for queries at 16–63, 128–1,023 and 1,024–4,095, against the uniform mass;
   5. saved with save_pretrained in bf16, with the tokenizer files and training_log.json.
 """
 import argparse
@@ -35,7 +35,7 @@ QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[
                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 BOS, EOS = "<|bos|>", "<|endoftext|>"
 CONTEXT = 4096  # the model's context (max_position_embeddings); training windows may be shorter (--window)
-MEASURE_TOKENS = 1024  # the held-out prefix whose attention probabilities measure() reads
+MEASURE_TOKENS = 1024  # measure(): queries before it are "near the start", from it on "far"
 
 
 def log(start, *parts):
@@ -156,28 +156,43 @@ def set_attention(model, implementation):
         model.config._attn_implementation = implementation
 
 
+def first_token_mass(attentions, begin, end):
+    """Per layer: the mean over heads and over queries begin … end−1 of the attention on key 0,
+    the strongest head's mean, and the share of heads above 0.3 (Gu et al.'s sink ratio)."""
+    per_head = [a[0, :, begin:end, 0].float().mean(dim=1) for a in attentions]  # [heads] per layer
+    return ([round(float(h.mean()), 4) for h in per_head], [round(float(h.max()), 4) for h in per_head],
+            [round(float((h > 0.3).float().mean()), 3) for h in per_head])
+
+
+def uniform_mass(begin, end):
+    """What a uniform distribution over the visible keys puts on key 0, averaged over queries begin … end−1."""
+    return round(float((1.0 / torch.arange(begin + 1, end + 1, dtype=torch.float64)).mean()), 5)
+
+
 @torch.no_grad()
 def measure(model, heldout_batch):
-    """Held-out loss, and per layer the attention mass on the first token (queries >= 128)."""
+    """Held-out loss, and the attention mass on the first token in three ranges of query positions:
+    16–63 (a 64-token window with sinks sees this), 128–1,023 (the measure since stage 1) and
+    1,024–4,095 (a sink that holds at every distance keeps its mass there)."""
     model.eval()
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(heldout_batch, labels=heldout_batch).loss.item()
     previous = model.config._attn_implementation
     set_attention(model, "eager")
-    short = heldout_batch[:, :MEASURE_TOKENS]
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        attentions = model(short, output_attentions=True).attentions
+        attentions = model(heldout_batch, output_attentions=True).attentions  # [1, heads, n, n] per layer
     set_attention(model, previous)
-    sink = [float(a[:, :, 128:, 0].float().mean()) for a in attentions]
-    # A sink may live in one or two heads only: their mean hides it, so report the strongest head too.
-    strongest_head = [float(a[:, :, 128:, 0].float().mean(dim=(0, 2)).max()) for a in attentions]
-    # Gu et al.'s sink ratio: the share of heads whose mean first-token mass exceeds 0.3.
-    heads_over = [float((a[:, :, 128:, 0].float().mean(dim=(0, 2)) > 0.3).float().mean()) for a in attentions]
-    uniform = float((1.0 / torch.arange(129, short.shape[1] + 1, dtype=torch.float64)).mean())
-    # The regime of a 64-token window with sinks: queries a few dozen tokens after <|bos|>.
-    early = [float(a[:, :, 16:64, 0].float().mean()) for a in attentions]
     model.train()
-    return loss, sink, strongest_head, heads_over, early, uniform
+    n = heldout_batch.shape[1]
+    mid, mid_strongest, mid_over = first_token_mass(attentions, 128, MEASURE_TOKENS)
+    early, _, _ = first_token_mass(attentions, 16, 64)
+    far, far_strongest, _ = first_token_mass(attentions, MEASURE_TOKENS, n)
+    return loss, {"first_token_mass": mid, "first_token_mass_strongest_head": mid_strongest, "heads_over_0.3": mid_over,
+                  "uniform_mass": uniform_mass(128, MEASURE_TOKENS),
+                  "first_token_mass_queries_16_63": early, "uniform_mass_queries_16_63": uniform_mass(16, 64),
+                  f"first_token_mass_queries_{MEASURE_TOKENS}_{n - 1}": far,
+                  f"strongest_head_queries_{MEASURE_TOKENS}_{n - 1}": far_strongest,
+                  f"uniform_mass_queries_{MEASURE_TOKENS}_{n - 1}": uniform_mass(MEASURE_TOKENS, n)}
 
 
 def main():
@@ -313,21 +328,14 @@ def main():
             entry = {"step": step, "tokens": tokens_seen, "seconds": round(elapsed, 1), "loss": round(loss.item(), 4),
                      "lr": lr, "tokens_per_second": round(tokens_seen / elapsed)}
             if step % args.measure_every == 0:
-                heldout_loss, sink, strongest, heads_over, early, uniform = measure(model, heldout_batch)
-                entry.update({"heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
-                              "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
-                              "heads_over_0.3": [round(s, 3) for s in heads_over],
-                              "first_token_mass_queries_16_63": [round(s, 4) for s in early],
-                              "uniform_mass": round(uniform, 5)})
+                heldout_loss, masses = measure(model, heldout_batch)
+                entry.update({"heldout_loss": round(heldout_loss, 4), **masses})
             history.append(entry)
             log(start, json.dumps(entry))
 
-    heldout_loss, sink, strongest, heads_over, early, uniform = measure(model, heldout_batch)
+    heldout_loss, masses = measure(model, heldout_batch)
     final = {"step": step, "tokens": tokens_seen, "seconds": round(time.time() - train_start, 1),
-             "heldout_loss": round(heldout_loss, 4), "first_token_mass": [round(s, 4) for s in sink],
-             "first_token_mass_strongest_head": [round(s, 4) for s in strongest],
-             "heads_over_0.3": [round(s, 3) for s in heads_over],
-             "first_token_mass_queries_16_63": [round(s, 4) for s in early], "uniform_mass": round(uniform, 5)}
+             "heldout_loss": round(heldout_loss, 4), **masses}
     history.append(final)
     log(start, "final", json.dumps(final))
     model.to(torch.bfloat16).save_pretrained(args.out, max_shard_size="12MB")  # files of <= 16 MiB travel
