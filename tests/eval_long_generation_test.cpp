@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "bifocal/generate.h"
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
 #include "eval/answer_extraction.h"
@@ -86,6 +87,38 @@ TEST(LongGenerationTask, BadFilesAreNamedWithTheirLine) {
   const auto empty = dir.write("empty.jsonl", "\n");
   testing::expect_error([&] { read_gsm8k(empty); }, {"empty.jsonl", "no problems"});
   testing::expect_error([&] { read_gsm8k(dir.path() / "missing.jsonl"); }, {"missing.jsonl", "file not found"});
+}
+
+// k samples share one prefill: each continues a copy of the prefilled session with its own seed,
+// which gives exactly what k separate generate() calls give (tokens, text, stop reason), for full
+// attention and for a window that wraps during the answer.
+TEST(LongGenerationTask, SamplesFromOneSharedPrefillEqualSeparateGenerations) {
+  const Tokenizer tokenizer = Tokenizer::from_dir(testing::testbed_model());
+  const auto prompt = tokenizer.encode("Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:", true);
+  for (const char* mixer : {"full", "swa:window=16,sinks=4"}) {
+    SCOPED_TRACE(mixer);
+    const Model model = Model::load(testing::testbed_model(), {.mixer = std::string(mixer)});
+    GenerationOptions options{.max_tokens = 40, .sampling = {}, .stop_strings = {"\n\n"}, .stop_at_eos = true};
+    options.sampling.temperature = 0.9f;
+    options.sampling.top_k = 50;
+    Session prefilled = model.new_session(std::int64_t(prompt.size()) + options.max_tokens);
+    const auto last = model.prefill(prefilled, prompt);
+    const std::vector<float> prompt_logits(last.begin(), last.end());
+    std::set<std::string> texts;
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      options.sampling.seed = seed;
+      const GenerationResult alone = generate(model, tokenizer, prompt, options);
+      Session copy = model.copy_session(prefilled);
+      const GenerationResult shared = generate_from(model, tokenizer, copy, prompt_logits, options);
+      EXPECT_EQ(shared.tokens, alone.tokens) << "seed " << seed;
+      EXPECT_EQ(shared.text, alone.text);
+      EXPECT_EQ(shared.stop_reason, alone.stop_reason);
+      EXPECT_EQ(shared.prompt_tokens, alone.prompt_tokens);
+      texts.insert(alone.text);
+    }
+    EXPECT_GT(texts.size(), 1u);  // the seeds do draw different samples: the comparison is not vacuous
+    EXPECT_EQ(prefilled.position(), std::int64_t(prompt.size()));
+  }
 }
 
 TEST(LongGenerationTask, SampleSeedsDependOnRunItemAndSampleOnly) {

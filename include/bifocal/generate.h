@@ -44,6 +44,14 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
                           const GenerationOptions& options,
                           const std::function<void(std::string_view)>& on_text = {});
 
+// The same loop from a session that already holds the prompt (prefilled, e.g. a copy made with
+// Model::copy_session so that k samples share one prefill) and the prompt's last logits. The
+// session needs room for max_tokens − 1 more tokens (full attention's cache is checked by
+// Model::forward); prompt_tokens is the session's position, prefill_seconds is left at 0.
+GenerationResult generate_from(const Model& model, const Tokenizer& tokenizer, Session& session,
+                               std::span<const float> prompt_logits, const GenerationOptions& options,
+                               const std::function<void(std::string_view)>& on_text = {});
+
 // Holds back text that could still turn into a stop string; see generate().
 class StopStringFilter {
  public:

@@ -62,12 +62,19 @@ class LongGenerationTask final : public Task {
 
   ItemResult score(const Model& model, const Tokenizer& tokenizer, const EvalItem& item) const override {
     const auto prompt = tokenizer.encode(item.input.at("prompt").get<std::string>(), /*add_special_tokens=*/true);
+    if (prompt.empty()) fail(item.id, "empty prompt");
+    // The prompt is prefilled once; each sample continues a copy of that session (the samples
+    // differ only in their seeds, so this equals k separate generate() calls).
+    Session prefilled = model.new_session(std::int64_t(prompt.size()) + std::max(setup_.max_tokens, 1));
+    const std::span<const float> last = model.prefill(prefilled, prompt);
+    const std::vector<float> prompt_logits(last.begin(), last.end());  // the session's buffer is reused
     std::vector<GeneratedSample> samples;
     for (int sample = 0; sample < setup_.samples; ++sample) {
       GenerationOptions options{.max_tokens = setup_.max_tokens, .sampling = setup_.sampling,
                                 .stop_strings = setup_.stop_strings, .stop_at_eos = true};
       options.sampling.seed = sample_seed(setup_.seed, item.id, sample);
-      const GenerationResult result = generate(model, tokenizer, prompt, options);
+      Session session = model.copy_session(prefilled);
+      const GenerationResult result = generate_from(model, tokenizer, session, prompt_logits, options);
       samples.push_back({.text = result.text, .length = std::int64_t(result.tokens.size()), .stop_reason = result.stop_reason});
     }
     return score_samples(samples, item.input.at("answer").get<std::string>());

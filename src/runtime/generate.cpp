@@ -62,14 +62,27 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
                           const GenerationOptions& options, const std::function<void(std::string_view)>& on_text) {
   if (prompt.empty()) fail("prompt", "empty prompt");
   if (options.max_tokens < 0) fail("--max-tokens", "must be >= 0");
+  Session session = model.new_session(std::int64_t(prompt.size()) + std::max(options.max_tokens, 1));
+  const auto prefill_start = Clock::now();
+  const std::span<const float> logits = model.prefill(session, prompt);
+  const double prefill_seconds = seconds_since(prefill_start);
+  GenerationResult result = generate_from(model, tokenizer, session, logits, options, on_text);
+  result.prompt_tokens = std::int64_t(prompt.size());
+  result.prefill_seconds = prefill_seconds;
+  return result;
+}
+
+GenerationResult generate_from(const Model& model, const Tokenizer& tokenizer, Session& session,
+                               std::span<const float> prompt_logits, const GenerationOptions& options,
+                               const std::function<void(std::string_view)>& on_text) {
+  if (options.max_tokens < 0) fail("--max-tokens", "must be >= 0");
   std::vector<std::int32_t> eos = model.config().eos_token_ids;
   for (const std::int32_t id : tokenizer.eos_ids()) eos.push_back(id);
   auto is_eos = [&](std::int32_t id) { return options.stop_at_eos && std::find(eos.begin(), eos.end(), id) != eos.end(); };
 
   GenerationResult result;
-  result.prompt_tokens = std::int64_t(prompt.size());
+  result.prompt_tokens = session.position();
   result.tokens.reserve(options.max_tokens);
-  Session session = model.new_session(std::int64_t(prompt.size()) + std::max(options.max_tokens, 1));
   result.cache_bytes = session.cache_bytes();
   Sampler sampler(options.sampling, model.config().vocab_size);
   StreamingDecoder decoder(tokenizer, /*skip_special_tokens=*/true);
@@ -80,9 +93,6 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
     if (on_text) on_text(piece);
   };
 
-  const auto prefill_start = Clock::now();
-  std::span<const float> logits = model.prefill(session, prompt);
-  result.prefill_seconds = seconds_since(prefill_start);
   result.stop_reason = "max tokens";
   const auto decode_start = Clock::now();
   for (int step = 0; step < options.max_tokens; ++step) {
@@ -90,7 +100,7 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
     // on the CUDA backend also samples on the device.
     std::int32_t next = 0;
     if (step == 0) {
-      next = sampler.sample(logits);
+      next = sampler.sample(prompt_logits);
     } else {
       next = model.decode_and_sample(session, result.tokens.back(), sampler);
       ++result.decode_steps;
