@@ -38,6 +38,11 @@ struct GenerationResult {
   std::string stats_line() const;    // one line: prompt/generated tokens, tok/s, cache bytes
 };
 
+// The session capacity a generation of up to max_tokens after prompt_tokens needs.
+inline std::int64_t generation_capacity(std::size_t prompt_tokens, int max_tokens) {
+  return std::int64_t(prompt_tokens) + (max_tokens > 1 ? max_tokens : 1);
+}
+
 // `on_text` receives each piece of text as soon as it is final (valid UTF-8, not part of a
 // possible stop string). The session is made here, sized for prompt + max_tokens.
 GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::span<const std::int32_t> prompt,

@@ -12,6 +12,15 @@ std::int64_t sink_query_start(std::size_t shortest_window, int first_tokens) {
   return std::int64_t(shortest_window) > kPastTheStart ? kPastTheStart : first_tokens;
 }
 
+namespace {
+
+// What a uniform distribution over the t + 1 visible keys puts on the first `first_tokens` of them.
+double uniform_mass_at(std::int64_t t, int first_tokens) {
+  return double(std::min<std::int64_t>(first_tokens, t + 1)) / double(t + 1);
+}
+
+}  // namespace
+
 AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector<std::vector<std::int32_t>>& windows,
                                            int first_tokens, std::int64_t min_query_position,
                                            std::span<const std::int64_t> position_edges) {
@@ -34,13 +43,13 @@ AttentionSinkStats measure_attention_sinks(const Model& model, const std::vector
     model.forward(session, window, last_logits, /*all_logits=*/false, &probe);
     for (PositionSinkMass& range : stats.by_position)  // sums here, means below
       for (std::int64_t t = range.begin; t < std::min(range.end, std::int64_t(window.size())); ++t) {
-        range.uniform += double(std::min<std::int64_t>(first_tokens, t + 1)) / double(t + 1);
+        range.uniform += uniform_mass_at(t, first_tokens);
         ++range.queries;
         for (int l = 0; l < layers; ++l)
           for (int h = 0; h < heads; ++h) range.mass_per_layer[l] += probe.mass_per_layer[l][std::size_t(t) * heads + h];
       }
     for (std::int64_t t = min_query_position; t < std::int64_t(window.size()); ++t) {
-      uniform_sum += double(std::min<std::int64_t>(first_tokens, t + 1)) / double(t + 1);
+      uniform_sum += uniform_mass_at(t, first_tokens);
       ++queries;
       for (int l = 0; l < layers; ++l)
         for (int h = 0; h < heads; ++h) mass_sum[l][h] += probe.mass_per_layer[l][std::size_t(t) * heads + h];

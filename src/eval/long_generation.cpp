@@ -65,7 +65,7 @@ class LongGenerationTask final : public Task {
     if (prompt.empty()) fail(item.id, "empty prompt");
     // The prompt is prefilled once; each sample continues a copy of that session (the samples
     // differ only in their seeds, so this equals k separate generate() calls).
-    Session prefilled = model.new_session(std::int64_t(prompt.size()) + std::max(setup_.max_tokens, 1));
+    Session prefilled = model.new_session(generation_capacity(prompt.size(), setup_.max_tokens));
     const std::span<const float> last = model.prefill(prefilled, prompt);
     const std::vector<float> prompt_logits(last.begin(), last.end());  // the session's buffer is reused
     std::vector<GeneratedSample> samples;

@@ -131,19 +131,18 @@ std::size_t Session::layer_state_bytes(int layer) const {
 
 Session Model::copy_session(const Session& source) const {
   Session copy;
-  if (source.device_) {  // the device holds the state; the host side is bookkeeping
+  copy.logits_ = source.logits_;
+  copy.position_ = source.position_, copy.capacity_ = source.capacity_, copy.chunk_ = source.chunk_;
+  if (source.device_) {  // the device holds the state; the host side is the bookkeeping above
     copy.device_ = device_->new_session(source.capacity_, source.chunk_);
     device_->copy_state(*source.device_, *copy.device_);
-    copy.logits_ = source.logits_;
-    copy.position_ = source.position_, copy.capacity_ = source.capacity_, copy.chunk_ = source.chunk_;
     return copy;
   }
   copy.layers_ = source.layers_;
   copy.residual_ = source.residual_, copy.normed_ = source.normed_, copy.queries_ = source.queries_;
   copy.keys_ = source.keys_, copy.values_ = source.values_, copy.attention_ = source.attention_;
   copy.projected_ = source.projected_, copy.gate_ = source.gate_, copy.up_ = source.up_;
-  copy.logits_ = source.logits_, copy.positions_ = source.positions_;
-  copy.position_ = source.position_, copy.capacity_ = source.capacity_, copy.chunk_ = source.chunk_;
+  copy.positions_ = source.positions_;
   return copy;
 }
 

@@ -62,12 +62,11 @@ GenerationResult generate(const Model& model, const Tokenizer& tokenizer, std::s
                           const GenerationOptions& options, const std::function<void(std::string_view)>& on_text) {
   if (prompt.empty()) fail("prompt", "empty prompt");
   if (options.max_tokens < 0) fail("--max-tokens", "must be >= 0");
-  Session session = model.new_session(std::int64_t(prompt.size()) + std::max(options.max_tokens, 1));
+  Session session = model.new_session(generation_capacity(prompt.size(), options.max_tokens));
   const auto prefill_start = Clock::now();
   const std::span<const float> logits = model.prefill(session, prompt);
   const double prefill_seconds = seconds_since(prefill_start);
   GenerationResult result = generate_from(model, tokenizer, session, logits, options, on_text);
-  result.prompt_tokens = std::int64_t(prompt.size());
   result.prefill_seconds = prefill_seconds;
   return result;
 }
