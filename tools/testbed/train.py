@@ -195,6 +195,19 @@ def measure(model, heldout_batch):
                   f"uniform_mass_queries_{MEASURE_TOKENS}_{n - 1}": uniform_mass(MEASURE_TOKENS, n)}
 
 
+def check_rope_base(model, config):
+    """The rotary frequencies the model will use are those of the configured base (--rope-theta
+    overrides a checkpoint's): stop before training if they are not."""
+    parameters = getattr(config, "rope_parameters", None) or {}
+    base = parameters.get("rope_theta", getattr(config, "rope_theta", None))
+    inv_freq = model.model.rotary_emb.inv_freq.float().cpu()
+    head_dim = inv_freq.numel() * 2
+    expected = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    if not torch.allclose(inv_freq, expected, rtol=1e-4):
+        sys.exit(f"rotary frequencies do not follow the RoPE base {base}: the model has {inv_freq[:4].tolist()}…")
+    print(f"RoPE base {base:g}: lowest frequency {float(inv_freq[-1]):.3g} rad/token", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus", required=True)
@@ -225,6 +238,8 @@ def main():
                         help="RoPE base; 0: 100,000 for a fresh model, the checkpoint's own with --init. A larger base "
                              "leaves more dimensions nearly unrotated over 4,096 tokens, where a key that is a sink "
                              "at every distance can live")
+    parser.add_argument("--exclude-sources", default="",
+                        help="comma-separated corpus sources (mixture.json's names) left out of training")
     parser.add_argument("--measure-every", type=int, default=400, help="steps between held-out measurements")
     parser.add_argument("--compile", action="store_true", help="torch.compile the training step (eager if that fails)")
     args = parser.parse_args()
@@ -242,7 +257,8 @@ def main():
     device = "cuda"
     os.makedirs(args.out, exist_ok=True)
 
-    documents = read_jsonl_xz(os.path.join(args.corpus, "corpus.jsonl.xz"))
+    excluded = {name for name in args.exclude_sources.split(",") if name}
+    documents = [d for d in read_jsonl_xz(os.path.join(args.corpus, "corpus.jsonl.xz")) if d["source"] not in excluded]
     heldout = read_jsonl_xz(os.path.join(args.corpus, "heldout.jsonl.xz"))
     natural = [d["text"] for d in documents]
     prose = "\n".join(d["text"] for d in documents if d["source"] in ("python-docs", "debian-ref", "gcide"))
@@ -283,6 +299,7 @@ def main():
     else:
         model = Qwen3ForCausalLM(config).to(device)
     set_attention(model, "sdpa")
+    check_rope_base(model, config)
     parameters = sum(p.numel() for p in model.parameters())
     log(start, f"model: {parameters / 1e6:.2f} M parameters, config {config.to_json_string(use_diff=True)}")
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -344,7 +361,7 @@ def main():
     tok.save(os.path.join(args.out, "tokenizer.json"))
     summary = {"seed": args.seed, "init": args.init, "weight_decay": args.weight_decay, "parameters": parameters, "tokens_seen": tokens_seen, "steps": step,
                "train_seconds": round(time.time() - train_start, 1), "batch": args.batch, "window": args.window,
-               "short_windows": short_windows, "short_share": args.short_share if short_windows else 0,
+               "short_windows": short_windows, "excluded_sources": sorted(excluded), "short_share": args.short_share if short_windows else 0,
                "config": json.loads(config.to_json_string(use_diff=True)),
                "procedural_share": args.procedural_share, "lr": args.lr, "compiled": step_model is not model,
                "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
