@@ -8,6 +8,7 @@ table says where the step's time goes rather than what it is. Kernels of the syn
 (fill_*) are left out; the decode steps are counted by advance_decode_step_kernel (one per step).
 """
 import csv
+import re
 import sys
 from collections import defaultdict
 
@@ -36,7 +37,9 @@ def _split_top_level(text, separator):
 def short_name(name):
     """'void bifocal::cuda::(anonymous namespace)::gemv_kernel<float, 4>(const float *, int)' ->
     'gemv_kernel<float, 4>': the unqualified name with its template arguments, no parameters."""
-    name = name.strip()
+    # ncu writes an anonymous namespace as "<unnamed>::" or, in its raw page, "unnamed>::": either
+    # would read as template brackets, so it goes (the name stays unqualified anyway).
+    name = re.sub(r"<?unnamed>::", "", name.strip())
     if name.startswith("void "):
         name = name[len("void "):]
     if name.endswith(")"):  # drop the parameter list: the last balanced (...)
@@ -52,9 +55,13 @@ def short_name(name):
 
 def read_times(lines):
     """(kernel name, microseconds) for every measured kernel of ncu's `--csv --page raw` output."""
-    rows = list(csv.reader(line for line in lines if line.strip() and not line.startswith("==")))
-    if not rows:
-        raise ValueError("no CSV rows: was ncu run with --csv --page raw?")
+    lines = list(lines)
+    # The profiled program's own stdout (bench's report) shares the file: the table starts at
+    # ncu's header row, the first line that begins with its "ID" column.
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if start is None:
+        raise ValueError("no ncu CSV header (a line starting with \"ID\"): was ncu run with --csv --page raw?")
+    rows = list(csv.reader(line for line in lines[start:] if line.strip() and not line.startswith("==")))
     header = rows[0]
     try:
         name_column = header.index("Kernel Name")

@@ -42,9 +42,22 @@ class KernelTimes(unittest.TestCase):
         self.assertNotIn("fill_uniform", table)
         self.assertIn("per step 524.5 µs", table)  # (48 + 1001) / 2
 
+    def test_the_profiled_programs_own_output_before_the_header_is_skipped(self):
+        # As on the H200: bench's Markdown report (with | and , in it) shares ncu's stdout, and ncu's
+        # raw page writes the anonymous namespace as "unnamed>::".
+        report = ('# bifocal bench: qwen3-4b (bf16)\n', '| mixer | context | decode tok/s |\n', '| `swa` | 1K | 0.3 |\n')
+        real = CSV.replace("bifocal::cuda::(anonymous namespace)::", "unnamed>::")
+        lines = [real.splitlines(keepends=True)[0], *report, *real.splitlines(keepends=True)[1:]]
+        times = kernel_times.read_times(lines)
+        self.assertEqual(len(times), 7)
+        self.assertEqual(times[1], ("gemv_kernel<__nv_bfloat16, float, 4>", 10.0))
+        self.assertIn("2 decode steps", kernel_times.summarise(times))
+
     def test_errors_name_what_is_missing(self):
         with self.assertRaisesRegex(ValueError, "Kernel Name"):
             kernel_times.read_times(['"ID","Other"\n', '"0","x"\n'])
+        with self.assertRaisesRegex(ValueError, "no ncu CSV header"):
+            kernel_times.read_times(['bifocal: decode 0.3 tok/s\n'])
         with self.assertRaisesRegex(ValueError, "not a decode run"):
             kernel_times.summarise([("gemv_kernel", 1.0)])
 
