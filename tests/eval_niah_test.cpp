@@ -244,6 +244,22 @@ TEST(Niah, NeedleAndPromptWording) {
             "above is");
 }
 
+// testbed_needle speaks tools/testbed/procedural_retrieval.py's needle template (the first of
+// _NEEDLE_TEMPLATES, its preamble, and the "Question: … Answer:" frame of inline_question).
+TEST(Niah, TestbedWordingIsTheTrainingDocumentsOwn) {
+  const auto variant = niah_variant("testbed_needle");
+  ASSERT_TRUE(variant.has_value());
+  EXPECT_EQ(variant->wording, NiahWording::testbed);
+  EXPECT_EQ(variant->filler, NiahFiller::essays);
+  EXPECT_EQ(variant->value, NiahValue::number);
+  EXPECT_EQ(niah_variant("niah_single_2")->wording, NiahWording::ruler);
+  EXPECT_EQ(niah_needle("calm-river", "1234567", NiahValue::number, NiahWording::testbed),
+            "The special magic number for calm-river is 1234567.");
+  EXPECT_EQ(niah_prompt("HAY", "calm-river", NiahValue::number, NiahWording::testbed),
+            "Some special values are hidden in the text below. Remember them.\nHAY\nQuestion: What is the special "
+            "magic number for calm-river? Answer: The special magic number for calm-river is");
+}
+
 TEST(Niah, DepthsSpreadFromStartToEnd) {
   EXPECT_DOUBLE_EQ(niah_depth(0, 20), 0.0);
   EXPECT_DOUBLE_EQ(niah_depth(19, 20), 1.0);
@@ -266,6 +282,22 @@ TaskContext eval_context(std::uint64_t seed = 1234) {
   context.data_dir = kEvalData;
   context.seed = seed;
   return context;
+}
+
+TEST(Niah, TestbedNeedleItemsUseItsWordingAtExactLengths) {
+  const auto task = make_niah_task(TaskSpec::parse("testbed_needle:lengths=512,samples=2"), eval_context());
+  EXPECT_EQ(task->name(), "testbed_needle:lengths=512,samples=2");
+  const auto items = task->items(testbed_tokenizer());
+  ASSERT_EQ(items.size(), 2u);
+  for (const auto& item : items) {
+    const auto prompt = item.input.at("prompt").get<std::string>();
+    const auto key = item.input.at("key").get<std::string>();
+    const auto value = item.input.at("answers").at(0).get<std::string>();
+    EXPECT_EQ(count_tokens(prompt, true), 512 - 32);
+    EXPECT_EQ(occurrences(prompt, niah_needle(key, value, NiahValue::number, NiahWording::testbed)), 1u);
+    EXPECT_EQ(occurrences(prompt, " is: "), 0u);  // none of RULER's wording
+    EXPECT_TRUE(prompt.ends_with("Answer: The special magic number for " + key + " is"));
+  }
 }
 
 TEST(Niah, ItemsHaveExactLengthsOneNeedleAndSpreadDepths) {

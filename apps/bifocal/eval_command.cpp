@@ -64,7 +64,7 @@ Run add_eval_command(CLI::App& app) {
       ->required();
   command->add_option("--task", f.options.tasks,
                       "Task (repeatable): mmlu, hellaswag, piqa, arc_easy, arc_challenge, winogrande, mc:FILE.jsonl, "
-                      "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, "
+                      "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, testbed_needle, "
                       "perplexity:FILE; options as NAME:key=value,… e.g. niah_single_1:lengths=512,1024")
       ->required();
   command->add_option("--data-dir", f.data_dir, "Folder of the public datasets (default: ../shared/data when present)");

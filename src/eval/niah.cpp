@@ -91,11 +91,12 @@ class NiahTask final : public Task {
     const std::string key = niah_key(random);
     const std::string value = variant_.value == NiahValue::uuid ? niah_uuid(random) : niah_number(random);
     const double depth = niah_depth(index, samples_);
-    const std::vector<Insertion> needle = {{.depth = depth, .text = niah_needle(key, value, variant_.value)}};
     const NiahValue kind = variant_.value;
+    const NiahWording wording = variant_.wording;
+    const std::vector<Insertion> needle = {{.depth = depth, .text = niah_needle(key, value, kind, wording)}};
     const Haystack haystack = fill_to_length(
         tokenizer, filler_, needle, length - variant_.max_new_tokens,
-        [&](const std::string& text) { return niah_prompt(text, key, kind); }, /*add_special_tokens=*/true,
+        [&](const std::string& text) { return niah_prompt(text, key, kind, wording); }, /*add_special_tokens=*/true,
         "--task " + variant_.name + " (length " + std::to_string(length) + ")");
     return {.id = id,
             .input = {{"prompt", haystack.prompt},
@@ -126,6 +127,9 @@ std::optional<NiahVariant> niah_variant(std::string_view task_name) {
     return NiahVariant{.name = "niah_single_2", .filler = NiahFiller::essays, .value = NiahValue::number, .max_new_tokens = 32};
   if (task_name == "niah_single_3")
     return NiahVariant{.name = "niah_single_3", .filler = NiahFiller::essays, .value = NiahValue::uuid, .max_new_tokens = 64};
+  if (task_name == "testbed_needle")
+    return NiahVariant{.name = "testbed_needle", .filler = NiahFiller::essays, .value = NiahValue::number,
+                       .max_new_tokens = 32, .wording = NiahWording::testbed};
   return std::nullopt;
 }
 
@@ -148,12 +152,16 @@ std::string niah_uuid(SeededRandom& random) {
   return text;
 }
 
-std::string niah_needle(const std::string& key, const std::string& value, NiahValue kind) {
-  return "The special magic " + value_kind(kind) + " for " + key + " is: " + value + ".";
+std::string niah_needle(const std::string& key, const std::string& value, NiahValue kind, NiahWording wording) {
+  const std::string separator = wording == NiahWording::ruler ? " is: " : " is ";
+  return "The special magic " + value_kind(kind) + " for " + key + separator + value + ".";
 }
 
-std::string niah_prompt(const std::string& haystack, const std::string& key, NiahValue kind) {
+std::string niah_prompt(const std::string& haystack, const std::string& key, NiahValue kind, NiahWording wording) {
   const std::string what = "special magic " + value_kind(kind);
+  if (wording == NiahWording::testbed)  // procedural_retrieval.py's needle preamble, question and answer lead
+    return "Some special values are hidden in the text below. Remember them.\n" + haystack + "\nQuestion: What is the " + what +
+           " for " + key + "? Answer: The " + what + " for " + key + " is";
   return "A " + what + " is hidden in the text below. Read the text carefully and remember the " + what +
          ", because you will be asked for it afterwards.\n" + haystack + "\nWhat is the " + what + " for " + key +
          " mentioned in the text above? The " + what + " for " + key + " mentioned in the text above is";
@@ -171,7 +179,8 @@ double niah_score(std::string_view output, const std::vector<std::string>& refer
 
 std::unique_ptr<Task> make_niah_task(TaskSpec spec, const TaskContext& context) {
   const auto variant = niah_variant(spec.name);
-  if (!variant) fail("--task " + spec.name, "not an S-NIAH task (niah_single_1, niah_single_2, niah_single_3)");
+  if (!variant)
+    fail("--task " + spec.name, "not an S-NIAH task (niah_single_1, niah_single_2, niah_single_3, testbed_needle)");
   const std::string where = "--task " + spec.name;
   std::vector<std::int64_t> lengths = {512, 1024, 2048, 4096};
   if (const auto value = spec.take("lengths"))

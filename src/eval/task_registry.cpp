@@ -14,7 +14,7 @@ namespace bifocal::eval {
 namespace {
 
 const std::set<std::string> kMultipleChoice = {"mmlu", "hellaswag", "piqa", "arc_easy", "arc_challenge", "winogrande", "mc"};
-const std::set<std::string> kNeedles = {"niah_single_1", "niah_single_2", "niah_single_3"};
+const std::set<std::string> kNeedles = {"niah_single_1", "niah_single_2", "niah_single_3", "testbed_needle"};
 const std::set<std::string> kBabilong = {"babilong_qa1", "babilong_qa2", "babilong_qa3", "babilong_qa4", "babilong_qa5"};
 const std::set<std::string> kLongGeneration = {"gsm8k", "aime24", "aime25", "hmmt_feb25", "testbed_arithmetic"};
 
@@ -29,7 +29,7 @@ std::unique_ptr<Task> make_task(const std::string& text, const TaskContext& cont
   if (spec.name == "perplexity") return make_perplexity_task(std::move(spec), context);
   fail("--task " + spec.name,
        "unknown task (known: mmlu, hellaswag, piqa, arc_easy, arc_challenge, winogrande, mc:FILE.jsonl, "
-       "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, perplexity:FILE)");
+       "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, testbed_needle, perplexity:FILE)");
 }
 
 }  // namespace bifocal::eval

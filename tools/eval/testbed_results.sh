@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The measurements of docs/results.md: the embedded testbed model, full attention (the teacher)
 # against swa with windows 64/128/256/512 and 0 or 4 sink tokens, on held-out perplexity,
-# S-NIAH 1-3, BABILong QA1-5 and the testbed's long-generation problems.
+# S-NIAH 1-3 (and S-NIAH 2 in the teacher's own wording, testbed_needle), BABILong QA1-5 and the
+# testbed's long-generation problems.
 #   [BACKEND=cuda] tools/eval/testbed_results.sh BIFOCAL_BINARY OUT_DIR [SHARDS=12] [extra bifocal eval flags…]
 # Runs SHARDS processes of `bifocal eval --shard i/SHARDS` at once (on the GPU machine: all on the
 # one GPU with --backend cuda; the testbed is far too small to fill it alone), then merges their
@@ -24,6 +25,7 @@ for window in 64 128 256 512; do
 done
 tasks=()
 for niah in 1 2 3; do tasks+=(--task "niah_single_$niah:lengths=512,1024,2048,4096,samples=20"); done
+tasks+=(--task "testbed_needle:lengths=512,1024,2048,4096,samples=20")  # S-NIAH 2 in the teacher's own wording
 for qa in 1 2 3 4 5; do tasks+=(--task "babilong_qa$qa:lengths=0,1024,2048,4096,samples=20"); done
 tasks+=(--task testbed_arithmetic:problems=40)
 common=(-m "$root/models/testbed" "${mixers[@]}" "${tasks[@]}" --samples 2 --max-tokens 1024
