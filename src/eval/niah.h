@@ -11,13 +11,13 @@
 // Keys are adjective-noun pairs such as "quiet-harbor" (RULER draws its word keys the same way,
 // from its own word lists). The instructions and the needle sentence are bifocal's own wording.
 // One more variant speaks the embedded testbed model's own language:
-//   testbed_needle  filler: essay text; value: a 7-digit number; the needle and question in the
-//                   wording of the testbed's training documents (tools/testbed/procedural_retrieval.py:
-//                   "The special magic number for KEY is VALUE." … "Question: What is the special
-//                   magic number for KEY? Answer: The special magic number for KEY is"). A 14 M-parameter model
-//                   does not carry retrieval over to RULER's paraphrase ("… mentioned in the text
-//                   above is"); this variant measures the retrieval it has, so that mixers can be
-//                   compared on it.
+//   testbed_needle  filler: essay text; value: a 7-digit number; needle and question worded as
+//                   in the testbed's training documents (tools/testbed/procedural_retrieval.py):
+//                   "The special magic number for KEY is VALUE." … "Question: What is the
+//                   special magic number for KEY? Answer: The special magic number for KEY is".
+//                   A 14 M-parameter model does not carry retrieval over to RULER's paraphrase
+//                   ("… mentioned in the text above is"); this variant measures the retrieval it
+//                   has, so that mixers can be compared on it.
 //
 // Context length L counts the whole sequence the way RULER does: the prompt (BOS included when
 // the tokenizer adds one) has exactly L − A tokens, A being the answer budget (32 tokens for
@@ -70,10 +70,10 @@ double niah_depth(int index, int count);
 // The share of `references` found in `output`, ignoring ASCII case; 0 with no references.
 double niah_score(std::string_view output, const std::vector<std::string>& references);
 
-// Tasks niah_single_1/2/3 and testbed_needle. Options: lengths=512,1024,2048,4096 (the default; any lengths in
-// tokens), samples=N items per length (default 20). Items are ordered item index first, then
-// length, so `--limit` keeps every length. niah_single_2/3 and testbed_needle read CONTEXT.data_dir/pg_essays/*.txt
-// (an error naming the folder when it is missing).
+// Tasks niah_single_1/2/3 and testbed_needle. Options: lengths=512,1024,2048,4096 (the default;
+// any lengths in tokens), samples=N items per length (default 20). Items are ordered item index
+// first, then length, so `--limit` keeps every length. niah_single_2/3 and testbed_needle read
+// CONTEXT.data_dir/pg_essays/*.txt (an error naming the folder when it is missing).
 std::unique_ptr<Task> make_niah_task(TaskSpec spec, const TaskContext& context);
 
 }  // namespace bifocal::eval

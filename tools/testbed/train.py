@@ -258,6 +258,11 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     excluded = {name for name in args.exclude_sources.split(",") if name}
+    with open(os.path.join(args.corpus, "mixture.json")) as f:
+        known_sources = set(json.load(f)["sources"])
+    if excluded - known_sources:
+        sys.exit(f"--exclude-sources: {', '.join(sorted(excluded - known_sources))} not among the corpus's sources "
+                 f"({', '.join(sorted(known_sources))}; {args.corpus}/mixture.json)")
     documents = [d for d in read_jsonl_xz(os.path.join(args.corpus, "corpus.jsonl.xz")) if d["source"] not in excluded]
     heldout = read_jsonl_xz(os.path.join(args.corpus, "heldout.jsonl.xz"))
     natural = [d["text"] for d in documents]
