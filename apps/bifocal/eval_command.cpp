@@ -12,6 +12,7 @@
 #include "eval/eval_comparisons.h"
 #include "eval/eval_report.h"
 #include "eval/eval_runner.h"
+#include "eval/eval_task.h"
 
 namespace bifocal::cli {
 
@@ -63,9 +64,8 @@ Run add_eval_command(CLI::App& app) {
                       "Mixer spec (repeatable; the first is the teacher); 'native' = the checkpoint's own mixers")
       ->required();
   command->add_option("--task", f.options.tasks,
-                      "Task (repeatable): mmlu, hellaswag, piqa, arc_easy, arc_challenge, winogrande, mc:FILE.jsonl, "
-                      "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, testbed_needle, "
-                      "perplexity:FILE; options as NAME:key=value,… e.g. niah_single_1:lengths=512,1024")
+                      std::string("Task (repeatable): ") + eval::kKnownTaskNames +
+                          "; options as NAME:key=value,… e.g. niah_single_1:lengths=512,1024")
       ->required();
   command->add_option("--data-dir", f.data_dir, "Folder of the public datasets (default: ../shared/data when present)");
   command->add_option("--samples", f.options.context.samples, "Samples per generation problem (pass@1 is their mean)")

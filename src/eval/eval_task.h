@@ -70,6 +70,11 @@ class Task {
 // and missing data files are errors that say which.
 std::unique_ptr<Task> make_task(const std::string& spec, const TaskContext& context);
 
+// The task names make_task knows, as one line for help texts and error messages.
+inline constexpr const char* kKnownTaskNames =
+    "mmlu, hellaswag, piqa, arc_easy, arc_challenge, winogrande, mc:FILE.jsonl, niah_single_1..3, testbed_needle, "
+    "babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, perplexity:FILE";
+
 // The parsed "name:key=value,..." form shared by every task's option parsing.
 struct TaskSpec {
   std::string name;

@@ -27,9 +27,7 @@ std::unique_ptr<Task> make_task(const std::string& text, const TaskContext& cont
   if (kBabilong.contains(spec.name)) return make_babilong_task(std::move(spec), context);
   if (kLongGeneration.contains(spec.name)) return make_long_generation_task(std::move(spec), context);
   if (spec.name == "perplexity") return make_perplexity_task(std::move(spec), context);
-  fail("--task " + spec.name,
-       "unknown task (known: mmlu, hellaswag, piqa, arc_easy, arc_challenge, winogrande, mc:FILE.jsonl, "
-       "niah_single_1..3, babilong_qa1..5, gsm8k, aime24, aime25, hmmt_feb25, testbed_arithmetic, testbed_needle, perplexity:FILE)");
+  fail("--task " + spec.name, std::string("unknown task (known: ") + kKnownTaskNames + ")");
 }
 
 }  // namespace bifocal::eval
