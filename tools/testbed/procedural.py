@@ -61,7 +61,7 @@ from procedural_text import AskedQuestion, Question, Segment, make_corpus_filler
 
 # Module-private tables that test_procedural.py reads through this module (it parses documents
 # with the same templates and checks filler lengths against the sentence pool).
-from procedural_retrieval import _KV_HEADERS, _KV_QUERIES, _NEEDLE_TEMPLATES  # noqa: F401
+from procedural_retrieval import _KV_HEADERS, _KV_QUERIES, _NEEDLE_FRAMES, _NEEDLE_TEMPLATES  # noqa: F401
 from procedural_text import _FILLER_POOL  # noqa: F401
 
 KINDS = ("kv_retrieval", "needle", "story_qa", "arithmetic")

@@ -2,7 +2,8 @@
 
 * ``kv_retrieval`` -- a list of key-value pairs near the start, filler, then queries
   ("What is the value of blorvin? The value of blorvin is 4829105.") spread over the rest.
-* ``needle``       -- one to four "needle" sentences at random depths in filler, questions at the end.
+* ``needle``       -- one to four "needle" sentences at random depths in filler, questions at the end
+  (each in one of several wordings, with or without a "Question: … Answer:" frame).
 
 Keys are made-up words (``made_up_word``) or 'key-1234'-style ids; values are 7-digit numbers or
 UUID-like strings. Each ``*_layout`` function returns the segments and gap weights that
@@ -122,14 +123,28 @@ def kv_retrieval_layout(rng: random.Random, target_chars: int):
 # needle
 # ----------------------------------------------------------------------------------------------
 
-_NEEDLE_TEMPLATES = (  # (statement, question, answer lead)
+# (statement, ((question, answer lead), ...)): the first pair is the plain one; the others ask the
+# same in other words, so that the model learns to retrieve whatever the wording of the question
+# (a 14 M-parameter model trained on one wording answers a paraphrase with prose).
+_NEEDLE_TEMPLATES = (
     ("The special magic number for {key} is {value}.",
-     "What is the special magic number for {key}?", "The special magic number for {key} is"),
+     (("What is the special magic number for {key}?", "The special magic number for {key} is"),
+      ("Which special magic number does the text give for {key}?",
+       "The special magic number the text gives for {key} is"),
+      ("What was the special magic number for {key} in the passage?",
+       "In the passage, the special magic number for {key} was"),
+      ("Recall the special magic number for {key} that appeared earlier.",
+       "The special magic number for {key} that appeared earlier is"))),
     ("Remember this: the secret code of {key} is {value}.",
-     "What is the secret code of {key}?", "The secret code of {key} is"),
+     (("What is the secret code of {key}?", "The secret code of {key} is"),
+      ("Which secret code was given for {key}?", "The secret code given for {key} is"))),
     ("A hidden note says that the passcode for {key} is {value}.",
-     "What passcode does the hidden note give for {key}?", "The passcode for {key} is"),
+     (("What passcode does the hidden note give for {key}?", "The passcode for {key} is"),
+      ("According to the hidden note, what is the passcode for {key}?",
+       "According to the hidden note, the passcode for {key} is"))),
 )
+# How a question is framed: "Question: … Answer: lead value." or the question and lead alone.
+_NEEDLE_FRAMES = ("Question: {question} Answer:", "{question}")
 _NEEDLE_PREAMBLES = (
     "Some special values are hidden in the text below. Remember them.",
     "Read carefully: a few codes are hidden in the following text.",
@@ -138,7 +153,7 @@ _NEEDLE_PREAMBLES = (
 
 def needle_layout(rng: random.Random, target_chars: int):
     """Segments and gap weights of a needle document: needles at random depths, questions last."""
-    statement, question, lead = rng.choice(_NEEDLE_TEMPLATES)
+    statement, wordings = rng.choice(_NEEDLE_TEMPLATES)
     n_needles = rng.choice((1, 1, 2, 3, 4))
     keys = _distinct(rng, _key_maker(rng), n_needles)
     values = _distinct(rng, _value_maker(rng, uuid_share=0.2), n_needles)
@@ -160,7 +175,9 @@ def needle_layout(rng: random.Random, target_chars: int):
     asked = rng.sample(range(n_needles), rng.randint(1, n_needles))
     for index in asked:
         key = keys[index]
-        segments.append(inline_question(f"Question: {question.format(key=key)} Answer:",
+        question, lead = rng.choice(wordings)
+        frame = rng.choice(_NEEDLE_FRAMES)
+        segments.append(inline_question(frame.format(question=question.format(key=key)),
                                         lead.format(key=key), values[index], task="needle"))
         gap_weights.append(0.0)
     return segments, gap_weights
