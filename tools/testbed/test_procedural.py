@@ -81,6 +81,11 @@ def check_kv_retrieval(test: unittest.TestCase, text: str) -> list[tuple[int, st
     return checked
 
 
+def needle_question_regex(question: str, lead: str, frame: str) -> re.Pattern:
+    """A needle question in one wording and frame, up to the space before its answer."""
+    return template_regex(frame.format(question=question) + f" {lead} ", {"key": r"\S+"})
+
+
 def check_needle(test: unittest.TestCase, text: str) -> list[tuple[int, str]]:
     fields = {"key": r"\S+", "value": r"\S+"}
     for statement, wordings in P._NEEDLE_TEMPLATES:
@@ -91,7 +96,7 @@ def check_needle(test: unittest.TestCase, text: str) -> list[tuple[int, str]]:
     test.assertTrue(needles, "no needle found")
     test.assertLessEqual(len(needles), 4)
 
-    question_res = [template_regex(frame.format(question=question) + f" {lead} ", {"key": r"\S+"})
+    question_res = [needle_question_regex(question, lead, frame)
                     for question, lead in wordings for frame in P._NEEDLE_FRAMES]
     checked = []
     for question_re in question_res:
@@ -419,8 +424,7 @@ class NeedleWordingTest(unittest.TestCase):
             for t, (_, wordings) in enumerate(P._NEEDLE_TEMPLATES):
                 for w, (question, lead) in enumerate(wordings):
                     for f, frame in enumerate(P._NEEDLE_FRAMES):
-                        regex = template_regex(frame.format(question=question) + f" {lead} ", {"key": r"\S+"})
-                        if regex.search(document):
+                        if needle_question_regex(question, lead, frame).search(document):
                             seen.add((t, w, f))
         every = {(t, w, f) for t, (_, wordings) in enumerate(P._NEEDLE_TEMPLATES)
                  for w in range(len(wordings)) for f in range(len(P._NEEDLE_FRAMES))}
