@@ -82,6 +82,29 @@ TEST(BenchReport, RooflineRatioSpreadAndFiles) {
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_GT(std::count(svg.begin(), svg.end(), '\n'), 2);
   EXPECT_NE(svg.find("translate("), std::string::npos);
+  EXPECT_EQ(md.find("--ablate"), std::string::npos) << "no ablation table without --ablate";
+  EXPECT_FALSE(json.at("rows")[0].contains("ablations"));
+}
+
+// --ablate's rows: the saved time per step and per launch, in the table and the JSON.
+TEST(BenchReport, AblationTableShowsTheTimeSavedPerStepAndPerLaunch) {
+  BenchReport report;
+  BenchRow row;
+  row.mixer = "bifocal:window=448,state=kv";
+  row.context = 1024;
+  row.decode_tokens_per_second = 300.0;
+  row.ablations.push_back({.kernel = "mlstm_decode", .launches = 36, .reference_seconds = 3.2e-3,
+                           .ablated_seconds = 2.84e-3});
+  report.rows.push_back(row);
+  const std::string md = bench_markdown(report);
+  // 360 µs saved over 36 launches: 10 µs each.
+  EXPECT_NE(md.find("| `bifocal:window=448,state=kv` | 1K | `mlstm_decode` | 36 | 3200.0 | 2840.0 | 360.0 | 10.00 |"),
+            std::string::npos)
+      << md;
+  const auto ablation = bench_json(report).at("rows")[0].at("ablations")[0];
+  EXPECT_EQ(ablation.at("kernel"), "mlstm_decode");
+  EXPECT_EQ(ablation.at("launches"), 36);
+  EXPECT_NEAR(ablation.at("saved_seconds").get<double>(), 3.6e-4, 1e-12);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ std::string command_line(const BenchFlags& f) {
   for (const auto& mixer : o.mixers) line += " --mixer " + shell_quote(mixer);
   line += fmt::format(" --context {} --gen {} --repeat {} --dtype {} --max-prefill {} --seed {}", f.contexts,
                       o.generated_tokens, o.repeats, o.dtype, o.max_prefill, o.seed);
+  for (const auto& kernel : o.ablate_kernels) line += " --ablate " + shell_quote(kernel);
   if (!f.out.empty()) line += " --out " + shell_quote(f.out);
   return line;
 }
@@ -51,6 +52,9 @@ Run add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"bf16", "fp32"}));
   command->add_option("--max-prefill", o.max_prefill, "Longest prompt whose prefill (and TTFT) is timed")->capture_default_str();
   command->add_option("--seed", o.seed, "Seed of the synthetic weights and prompts")->capture_default_str();
+  command->add_option("--ablate", o.ablate_kernels,
+                      "Diagnosis: also time the decode step with the kernels whose bare name contains this emptied "
+                      "(launch shape kept), to see what they cost in place (repeatable)");
   command->add_option("--out", flags->out, "Directory for bench.md, bench.json and bench.svg");
   return [flags] {
     BenchFlags& f = *flags;

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/device_model.h"
+
 namespace bifocal {
 
 struct BenchRow {
@@ -25,6 +27,7 @@ struct BenchRow {
   std::size_t peak_device_bytes = 0;    // device memory in use after decoding (all allocations)
   std::size_t bytes_per_token = 0;      // the fewest bytes one decode step must move
   double bandwidth = 0;                 // measured copy bandwidth, bytes per second
+  std::vector<DecodeAblation> ablations;  // --ablate: the step with some kernels emptied (a diagnosis)
 
   double achieved_bandwidth() const { return double(bytes_per_token) * decode_tokens_per_second; }
   double roofline_tokens_per_second() const { return bytes_per_token ? bandwidth / double(bytes_per_token) : 0.0; }

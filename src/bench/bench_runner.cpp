@@ -165,6 +165,12 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
         }
         row.decode_tokens_per_second = 1.0 / median(step_seconds);
         row.peak_device_bytes = device.device_memory_used();
+        for (const std::string& kernel : options.ablate_kernels) {  // last: they leave the cache as garbage
+          row.ablations.push_back(device.time_ablated_decode_step(*session, context, options.generated_tokens, kernel));
+          const DecodeAblation& a = row.ablations.back();
+          progress(fmt::format("{} at {} tokens without {} ({} launches): step {:.1f} µs → {:.1f} µs", row.mixer, context,
+                               kernel, a.launches, 1e6 * a.reference_seconds, 1e6 * a.ablated_seconds));
+        }
       }
       // The traffic at the middle of the timed steps.
       row.bytes_per_token =

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string dtype = "bf16";
   std::int64_t max_prefill = 32768;  // longest prompt whose prefill is timed (TTFT)
   std::uint64_t seed = 1;
+  std::vector<std::string> ablate_kernels;  // --ablate: time the step with these kernels emptied too
 };
 
 // `progress` gets one line per finished measurement.

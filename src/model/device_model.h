@@ -32,6 +32,21 @@ class DeviceSession {
   virtual std::size_t workspace_bytes() const = 0;  // scratch: fixed for the session's shape
 };
 
+// What some kernels of the decode step cost where they run — overlapped with their neighbours by
+// programmatic dependent launch, their inputs warm in L2 — which Nsight Compute's one kernel at a
+// time (tools/cuda/kernel_times.sh) overstates: the step is timed with those kernels replaced by
+// empty ones of the same launch shape (grid, block, cluster, shared memory, place in the chain).
+// In both timings the sampled id no longer feeds the next step (its kernel is emptied too): with
+// kernels emptied the logits are garbage, and an id read from them could index past the table.
+// The emptied step's outputs are garbage; only its time means something.
+struct DecodeAblation {
+  std::string kernel;               // the name asked for
+  int launches = 0;                 // kernels of one step it matched
+  double reference_seconds = 0;     // the step, only the feedback emptied
+  double ablated_seconds = 0;       // the same with the matched kernels emptied
+  double saved_seconds() const { return reference_seconds - ablated_seconds; }
+};
+
 class DeviceModel {
  public:
   virtual ~DeviceModel() = default;
@@ -55,6 +70,11 @@ class DeviceModel {
   // Mean seconds of one greedy decode step over `steps` steps from `position` on (CUDA graph
   // replays, timed with device events around all of them).
   virtual double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const = 0;
+  // For `bifocal bench --ablate KERNEL`, a diagnosis: the mean seconds of a decode step whose
+  // kernels named like `kernel` (a substring of the bare name, core/kernel_name.h) run empty, beside
+  // the same step with none emptied. Fails, listing the step's kernels, when no name matches.
+  virtual DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
+                                                  const std::string& kernel) const = 0;
   // Seconds to prefill `tokens` from position 0 (device events), the logits of the last included.
   virtual double time_prefill(DeviceSession& session, std::span<const std::int32_t> tokens) const = 0;
   // A large device-to-device copy: bytes read plus written per second (the bandwidth ceiling).

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/gemv.cuh"
+#include "backend/cuda/graph_ablation.h"
 #include "backend/cuda/sampling.cuh"
 #include "backend/cuda/session_kernels.cuh"
 #include "bifocal/error.h"
@@ -261,11 +262,7 @@ void CudaModel<T>::forward(DeviceSession& session, std::int64_t position, std::s
 // One decode step as a graph: the layers on tokens[0] at positions[0], the LM head, the sampler,
 // then the sampled id becomes tokens[0] and positions[0] advances — so replays chain on their own.
 template <typename T>
-void CudaModel<T>::capture_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const {
-  if (s.decode_graph != nullptr) {
-    check(cudaGraphExecDestroy(s.decode_graph), "cudaGraphExecDestroy");
-    s.decode_graph = nullptr;
-  }
+cudaGraph_t CudaModel<T>::record_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const {
   cudaGraph_t graph = nullptr;
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   try {
@@ -280,10 +277,30 @@ void CudaModel<T>::capture_decode_graph(CudaSession<T>& s, const SamplingParams&
     throw;
   }
   check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  return graph;
+}
+
+template <typename T>
+void CudaModel<T>::capture_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const {
+  if (s.decode_graph != nullptr) {
+    check(cudaGraphExecDestroy(s.decode_graph), "cudaGraphExecDestroy");
+    s.decode_graph = nullptr;
+  }
+  cudaGraph_t graph = record_decode_graph(s, sampling);
   const cudaError_t instantiated = cudaGraphInstantiate(&s.decode_graph, graph, 0);
   cudaGraphDestroy(graph);
   check(instantiated, "cudaGraphInstantiate");
   s.graph_sampling = sampling;
+}
+
+// Only when the host's token or position differ from what the last step left on the device (the
+// first step after a prefill) do they travel.
+template <typename T>
+void CudaModel<T>::upload_step_input(CudaSession<T>& s, std::int64_t position, std::int32_t token) const {
+  if (s.device_position != position || s.device_token != token) {
+    check(cudaMemcpyAsync(s.positions.data(), &position, sizeof position, cudaMemcpyHostToDevice, stream_), "position");
+    check(cudaMemcpyAsync(s.tokens.data(), &token, sizeof token, cudaMemcpyHostToDevice, stream_), "token");
+  }
 }
 
 template <typename T>
@@ -295,12 +312,7 @@ std::int32_t CudaModel<T>::decode_and_sample(DeviceSession& session, std::int64_
   if (s.decode_graph == nullptr || g.temperature != sampling.temperature || g.top_k != sampling.top_k ||
       g.top_p != sampling.top_p || g.seed != sampling.seed)
     capture_decode_graph(s, sampling);
-  // Only when the host's token or position differ from what the last step left on the device
-  // (the first step after a prefill) do they travel.
-  if (s.device_position != position || s.device_token != token) {
-    check(cudaMemcpyAsync(s.positions.data(), &position, sizeof position, cudaMemcpyHostToDevice, stream_), "position");
-    check(cudaMemcpyAsync(s.tokens.data(), &token, sizeof token, cudaMemcpyHostToDevice, stream_), "token");
-  }
+  upload_step_input(s, position, token);
   check(cudaGraphLaunch(s.decode_graph, stream_), "cudaGraphLaunch");
   std::int32_t next = 0;
   check(cudaMemcpyAsync(&next, s.sampled.data(), sizeof next, cudaMemcpyDeviceToHost, stream_), "sampled id");
@@ -365,6 +377,59 @@ double CudaModel<T>::time_decode_step(DeviceSession& session, std::int64_t posit
   s.device_position = -1;  // the replays moved it on the device
   s.device_token = -1;
   return seconds / steps;
+}
+
+// DecodeAblation (src/model/device_model.h): two graphs of the step, each replayed `steps` times
+// after one untimed replay — the reference with the sampled id's feedback (advance_decode_step)
+// emptied, so every replay decodes the same token at the same position, and the same with the
+// kernels named like `kernel` emptied as well.
+template <typename T>
+DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
+                                                      const std::string& kernel) const {
+  auto& s = static_cast<CudaSession<T>&>(session);
+  check_capacity(s, position, 1);
+  if (kernel.empty()) fail("--ablate", "give a kernel name (or part of one)");
+  const SamplingParams greedy{.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+  constexpr const char* kFeedback = "advance_decode_step_kernel";
+  DecodeAblation ablation{.kernel = kernel};
+  const auto time_step = [&](bool ablate) {
+    cudaGraph_t graph = record_decode_graph(s, greedy);
+    cudaGraphExec_t exec = nullptr;
+    try {
+      const std::vector<GraphKernelNode> kernels = graph_kernel_nodes(graph);
+      std::vector<GraphKernelNode> emptied;
+      int matched = 0;
+      for (const GraphKernelNode& node : kernels) {
+        const bool named = ablate && node.name.find(kernel) != std::string::npos && node.name != kFeedback;
+        if (named) ++matched;
+        if (named || node.name == kFeedback) emptied.push_back(node);
+      }
+      if (ablate && matched == 0)
+        fail("--ablate", "no kernel of the decode step is named like '" + kernel + "'; its kernels: " +
+                             kernel_census(kernels));
+      if (ablate) ablation.launches = matched;
+      empty_kernel_nodes(emptied);
+      check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+      s.device_position = s.device_token = -1;
+      upload_step_input(s, position, 0);
+      check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");  // untimed: first replay uploads the graph
+      EventTimer timer(stream_);
+      for (int i = 0; i < steps; ++i) check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+      const double seconds = timer.seconds() / steps;
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      return seconds;
+    } catch (...) {
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      throw;
+    }
+  };
+  ablation.reference_seconds = time_step(false);
+  ablation.ablated_seconds = time_step(true);
+  s.device_position = -1;  // the emptied kernels left the step's buffers as garbage
+  s.device_token = -1;
+  return ablation;
 }
 
 template <typename T>

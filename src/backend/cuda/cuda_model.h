@@ -69,6 +69,8 @@ class CudaModel final : public DeviceModel {
 
   void fill_synthetic_context(DeviceSession& session, std::int64_t context, std::uint64_t seed) const override;
   double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const override;
+  DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
+                                          const std::string& kernel) const override;
   double time_prefill(DeviceSession& session, std::span<const std::int32_t> tokens) const override;
   void copy_state(const DeviceSession& from, DeviceSession& to) const override;
   double measure_copy_bandwidth() const override;
@@ -84,7 +86,11 @@ class CudaModel final : public DeviceModel {
   void project(const T* x, const T* weight, const T* bias, int n, int k, int m, float* out, bool accumulate) const;
   // Prefill of `tokens` from `position` on, logits of the last token left in s.logits row 0.
   void prefill(CudaSession<T>& s, std::int64_t position, std::span<const std::int32_t> tokens) const;
+  // The decode step recorded into a graph the caller destroys; capture_decode_graph instantiates it.
+  cudaGraph_t record_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const;
   void capture_decode_graph(CudaSession<T>& s, const SamplingParams& sampling) const;
+  // Uploads the decode step's input token and position unless the device already holds them.
+  void upload_step_input(CudaSession<T>& s, std::int64_t position, std::int32_t token) const;
   void check_capacity(const CudaSession<T>& s, std::int64_t position, std::int64_t n) const;
 
   ModelConfig config_;

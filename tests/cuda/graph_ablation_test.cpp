@@ -1,0 +1,80 @@
+// `bifocal bench --ablate` (DecodeAblation, src/backend/cuda/graph_ablation.h): the decode step's
+// kernels are found by their bare names (RMSNorm: two per layer and the final norm), an unknown
+// name fails with the step's kernels listed, and emptying kernels in a recorded copy of the step
+// leaves the model's own decode untouched. No timing is asserted: the times are the bench's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bifocal/model.h"
+#include "bifocal/sampler.h"
+#include "cuda/cuda_test_support.h"
+#include "golden_model.h"
+#include "model/device_model.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+using testing::testbed_model;
+
+ModelOptions on_cuda(const std::string& mixer) {
+  ModelOptions options;
+  options.mixer = mixer;
+  options.backend = "cuda";
+  return options;
+}
+
+std::vector<std::int32_t> greedy_tokens(const Model& model, int count) {
+  const std::vector<std::int32_t> prompt = {1, 450, 1203, 88, 39, 2710, 12, 901};
+  Session session = model.new_session(256);
+  Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, model.config().vocab_size);
+  std::int32_t next = sampler.sample(model.prefill(session, prompt));
+  std::vector<std::int32_t> out = {next};
+  while (int(out.size()) < count) out.push_back(next = model.decode_and_sample(session, next, sampler));
+  return out;
+}
+
+class GraphAblation : public testing::CudaTest {};
+
+TEST_F(GraphAblation, FindsEveryLaunchOfANamedKernel) {
+  for (const std::string mixer : {"swa:window=16,sinks=4", "bifocal:window=16,state=kv,sink=learned"}) {
+    SCOPED_TRACE(mixer);
+    const Model model = Model::load(testbed_model(), on_cuda(mixer));
+    const DeviceModel& device = *model.device_model();
+    const auto session = device.new_session(128, 16);
+    device.fill_synthetic_context(*session, 64, 1);
+    const DecodeAblation norms = device.time_ablated_decode_step(*session, 64, 4, "rmsnorm");
+    EXPECT_EQ(norms.kernel, "rmsnorm");
+    EXPECT_EQ(norms.launches, 2 * model.config().num_layers + 1);  // before attention and MLP, and the final norm
+    EXPECT_TRUE(std::isfinite(norms.reference_seconds) && norms.reference_seconds > 0);
+    EXPECT_TRUE(std::isfinite(norms.ablated_seconds) && norms.ablated_seconds > 0);
+  }
+}
+
+TEST_F(GraphAblation, AnUnknownNameListsTheStepsKernels) {
+  const Model model = Model::load(testbed_model(), on_cuda("swa:window=16,sinks=4"));
+  const DeviceModel& device = *model.device_model();
+  const auto session = device.new_session(128, 16);
+  device.fill_synthetic_context(*session, 64, 1);
+  const std::string layers = std::to_string(model.config().num_layers);
+  testing::expect_error([&] { device.time_ablated_decode_step(*session, 64, 2, "no_such_kernel"); },
+                        {"--ablate", "no_such_kernel", "embedding_kernel ×1", "advance_decode_step_kernel ×1",
+                         "rmsnorm_kernel ×" + std::to_string(2 * model.config().num_layers + 1),
+                         "attention_decode_window_kernel ×" + layers});
+}
+
+TEST_F(GraphAblation, LeavesTheModelsOwnDecodeUntouched) {
+  const Model model = Model::load(testbed_model(), on_cuda("swa:window=16,sinks=4"));
+  const std::vector<std::int32_t> before = greedy_tokens(model, 24);
+  const DeviceModel& device = *model.device_model();
+  const auto session = device.new_session(128, 16);
+  device.fill_synthetic_context(*session, 64, 1);
+  device.time_ablated_decode_step(*session, 64, 4, "gemv");
+  EXPECT_EQ(greedy_tokens(model, 24), before);
+}
+
+}  // namespace
+}  // namespace bifocal
