@@ -12,6 +12,11 @@ TEST(KernelName, MangledNamesLoseNamespacesTemplateArgumentsAndParameters) {
   // void bifocal::cuda::(anonymous namespace)::gemv_kernel<__nv_bfloat16, 4>(__nv_bfloat16 const*, float const*, float*, int)
   EXPECT_EQ(kernel_short_name("_ZN7bifocal4cuda12_GLOBAL__N_111gemv_kernelI13__nv_bfloat16Li4EEEvPKT_PKfPfi"),
             "gemv_kernel");
+  // nvcc names each file's anonymous namespace (_GLOBAL__N__<hash>_…): still "(anonymous namespace)".
+  EXPECT_EQ(kernel_short_name("_ZN7bifocal4cuda64_GLOBAL__N__0585eadb_26_attention_decode_window_cu_76ae7d5d_326430"
+                              "attention_decode_window_kernelI13__nv_bfloat16S3_Li4EEEvNS0_19DecodeAttentionArgsIT_EENS1_"
+                              "12WindowLayoutEPT0_"),
+            "attention_decode_window_kernel");
   // bifocal::cuda::advance_decode_step_kernel(int const*, int*, long*)
   EXPECT_EQ(kernel_short_name("_ZN7bifocal4cuda26advance_decode_step_kernelEPKiPiPl"), "advance_decode_step_kernel");
 }
