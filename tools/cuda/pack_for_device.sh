@@ -3,9 +3,11 @@
 # into .gpu/bundle.tar.xz: the two binaries and the Debian shared libraries they link (the GPU
 # machine has CUDA and cuBLAS but none of OpenBLAS, PCRE2, utf8proc, fmt). The device side is
 # tools/cuda/run_on_device.sh. Usage: tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda]
+# [BUNDLE=.gpu/bundle.tar.xz] — a second bundle (another branch's build) lets one device call run both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-/work/build-cuda}
+bundle=${2:-.gpu/bundle.tar.xz}
 cmake -S . -B "$build" -DBIFOCAL_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
 stage=$(mktemp -d)
@@ -16,6 +18,6 @@ for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libpcr
 done
 echo "$build" > "$stage/build_dir"
 mkdir -p .gpu
-tar -C "$stage" -cJf .gpu/bundle.tar.xz .
+tar -C "$stage" -cJf "$bundle" .
 rm -rf "$stage"
-ls -la .gpu/bundle.tar.xz
+ls -la "$bundle"

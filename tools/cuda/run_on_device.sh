@@ -3,10 +3,12 @@
 # pack_for_device.sh so that the binaries find their absolute paths (the build directory and the
 # source tree as they were here), then runs the command given, e.g.
 #   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_tests --gtest_filter=Cuda*'
+# BUNDLE=.gpu/other.tar.xz picks another bundle (pack_for_device.sh's second argument).
 set -euo pipefail
 root=$(pwd)
-stage=/tmp/bifocal-gpu
-mkdir -p "$stage" && tar -C "$stage" -xJf .gpu/bundle.tar.xz
+bundle=${BUNDLE:-.gpu/bundle.tar.xz}
+stage=/tmp/bifocal-gpu-$(basename "$bundle" .tar.xz)
+rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$bundle"
 build=$(cat "$stage/build_dir")
 mkdir -p "$(dirname "$build")" /work
 [ -e /work/main ] || ln -s "$root" /work/main   # BIFOCAL_GOLDEN_DIR was compiled as /work/main/tests/golden
