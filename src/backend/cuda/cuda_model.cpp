@@ -382,7 +382,8 @@ double CudaModel<T>::time_decode_step(DeviceSession& session, std::int64_t posit
 // DecodeAblation (src/model/device_model.h): two graphs of the step, each replayed `steps` times
 // after one untimed replay — the reference with the sampled id's feedback (advance_decode_step)
 // emptied, so every replay decodes the same token at the same position, and the same with the
-// kernels named like `kernel` emptied as well.
+// kernels named like `kernel` emptied as well. The reference is timed again for every name, right
+// before its ablation: a paired measurement, so clock drift between the two stays small.
 template <typename T>
 DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
                                                       const std::string& kernel) const {
@@ -405,8 +406,8 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
         if (named || node.name == kFeedback) emptied.push_back(node);
       }
       if (ablate && matched == 0)
-        fail("--ablate", "no kernel of the decode step is named like '" + kernel + "'; its kernels: " +
-                             kernel_census(kernels));
+        fail("--ablate", "no kernel of the decode step is named like '" + kernel + "' (" + kFeedback +
+                             " is emptied in both timings); its kernels: " + kernel_census(kernels));
       if (ablate) ablation.launches = matched;
       empty_kernel_nodes(emptied);
       check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
