@@ -42,6 +42,9 @@ TEST(BackendOptions, BenchRejectsBadArgumentsBeforeRunning) {
   const auto mixer = testing::run_cli("bench --shape qwen3-4b --mixer swa:window=0 --context 1k");
   EXPECT_NE(mixer.exit_code, 0);
   EXPECT_NE(mixer.output.find("swa:window=0"), std::string::npos) << mixer.output;
+  const auto ablate = testing::run_cli("bench --shape qwen3-4b --mixer full --context 1k --ablate ''");
+  EXPECT_NE(ablate.exit_code, 0);
+  EXPECT_NE(ablate.output.find("--ablate"), std::string::npos) << ablate.output;
 }
 
 }  // namespace

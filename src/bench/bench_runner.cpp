@@ -109,6 +109,8 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   if (options.generated_tokens < 1) fail("--gen", "must be at least 1");
   if (options.repeats < 1) fail("--repeat", "must be at least 1");
   for (const auto& mixer : options.mixers) MixerSpec::parse(mixer);  // every spec checked before any run
+  for (const auto& kernel : options.ablate_kernels)
+    if (kernel.empty()) fail("--ablate", "give a kernel name (or part of one), e.g. --ablate gemv");
 
   BenchReport report;
   report.date = today();

@@ -389,7 +389,6 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
                                                       const std::string& kernel) const {
   auto& s = static_cast<CudaSession<T>&>(session);
   check_capacity(s, position, 1);
-  if (kernel.empty()) fail("--ablate", "give a kernel name (or part of one)");
   const SamplingParams greedy{.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
   constexpr const char* kFeedback = "advance_decode_step_kernel";
   DecodeAblation ablation{.kernel = kernel};
