@@ -107,5 +107,25 @@ TEST(BenchReport, AblationTableShowsTheTimeSavedPerStepAndPerLaunch) {
   EXPECT_NEAR(ablation.at("saved_seconds").get<double>(), 3.6e-4, 1e-12);
 }
 
+// A name not in a mixer's step (swa has no mLSTM kernel) gets a row that says so, and nulls in the
+// JSON rather than zeros that would read as "costs nothing".
+TEST(BenchReport, AnAblationNotInTheStepIsShownAsSuch) {
+  BenchReport report;
+  BenchRow row;
+  row.mixer = "swa:window=576,sink=learned";
+  row.context = 1024;
+  row.decode_tokens_per_second = 350.0;
+  row.ablations.push_back({.kernel = "mlstm_decode", .launches = 0, .step_kernels = "gemv_kernel ×109"});
+  report.rows.push_back(row);
+  const std::string md = bench_markdown(report);
+  EXPECT_NE(md.find("| `swa:window=576,sink=learned` | 1K | `mlstm_decode` | 0: not in this step | — | — | — | — |"),
+            std::string::npos)
+      << md;
+  const auto ablation = bench_json(report).at("rows")[0].at("ablations")[0];
+  EXPECT_EQ(ablation.at("launches"), 0);
+  EXPECT_TRUE(ablation.at("saved_seconds").is_null());
+  EXPECT_EQ(ablation.at("step_kernels"), "gemv_kernel ×109");
+}
+
 }  // namespace
 }  // namespace bifocal

@@ -56,6 +56,11 @@ std::string ablation_markdown(const BenchReport& report) {
              "those kernels cost where they run, overlap and warm caches included.\n\n"
              "| mixer | context | kernels named | launches per step | step µs | step µs without them | saved µs "
              "per step | saved µs per launch |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+      if (a.launches == 0) {
+        md += fmt::format("| `{}` | {} | `{}` | 0: not in this step | — | — | — | — |\n", r.mixer,
+                          context_label(r.context), a.kernel);
+        continue;
+      }
       md += fmt::format("| `{}` | {} | `{}` | {} | {:.1f} | {:.1f} | {:.1f} | {:.2f} |\n", r.mixer,
                         context_label(r.context), a.kernel, a.launches, 1e6 * a.reference_seconds,
                         1e6 * a.ablated_seconds, 1e6 * a.saved_seconds(),
@@ -109,10 +114,17 @@ nlohmann::json bench_json(const BenchReport& report) {
         r.time_to_first_token_seconds ? nlohmann::json(*r.time_to_first_token_seconds) : nullptr;
     if (!r.ablations.empty()) {
       row["ablations"] = nlohmann::json::array();
-      for (const auto& a : r.ablations)
+      for (const auto& a : r.ablations) {
+        if (a.launches == 0) {  // not in this mixer's step: nothing was timed
+          row["ablations"].push_back({{"kernel", a.kernel}, {"launches", 0}, {"reference_step_seconds", nullptr},
+                                      {"ablated_step_seconds", nullptr}, {"saved_seconds", nullptr},
+                                      {"step_kernels", a.step_kernels}});
+          continue;
+        }
         row["ablations"].push_back({{"kernel", a.kernel}, {"launches", a.launches},
                                     {"reference_step_seconds", a.reference_seconds},
                                     {"ablated_step_seconds", a.ablated_seconds}, {"saved_seconds", a.saved_seconds()}});
+      }
     }
     out["rows"].push_back(row);
   }

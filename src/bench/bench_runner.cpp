@@ -170,6 +170,11 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
         for (const std::string& kernel : options.ablate_kernels) {  // last: they leave the cache as garbage
           row.ablations.push_back(device.time_ablated_decode_step(*session, context, options.generated_tokens, kernel));
           const DecodeAblation& a = row.ablations.back();
+          if (a.launches == 0) {
+            progress(fmt::format("{} at {} tokens: --ablate {}: no kernel of its decode step is named like that; "
+                                 "skipped (its kernels: {})", row.mixer, context, kernel, a.step_kernels));
+            continue;
+          }
           progress(fmt::format("{} at {} tokens without {} ({} launches): step {:.1f} µs → {:.1f} µs", row.mixer, context,
                                kernel, a.launches, 1e6 * a.reference_seconds, 1e6 * a.ablated_seconds));
         }

@@ -44,6 +44,7 @@ struct DecodeAblation {
   int launches = 0;                 // kernels of one step it matched
   double reference_seconds = 0;     // the step, only the feedback emptied
   double ablated_seconds = 0;       // the same with the matched kernels emptied
+  std::string step_kernels;         // when none matched (not timed): the step's kernels, "name ×count, …"
   double saved_seconds() const { return reference_seconds - ablated_seconds; }
 };
 
@@ -72,7 +73,8 @@ class DeviceModel {
   virtual double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const = 0;
   // For `bifocal bench --ablate KERNEL`, a diagnosis: the mean seconds of a decode step whose
   // kernels named like `kernel` (a substring of the bare name, core/kernel_name.h) run empty, beside
-  // the same step with none emptied. Fails, listing the step's kernels, when no name matches.
+  // the same step with none emptied. When no kernel of this step matches (a mixer without that
+  // kernel, or a typo), nothing is timed: launches 0 and step_kernels lists what the step runs.
   virtual DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
                                                   const std::string& kernel) const = 0;
   // Seconds to prefill `tokens` from position 0 (device events), the logits of the last included.

@@ -159,11 +159,18 @@ TEST_F(CudaModel, TestbedGreedyTokensAgreeWithTheCpuInFp32) {
   }
 }
 
+// mlstm alone is left out here: the testbed's teacher never trained mLSTM gates, so under it the
+// model is near-uniform noise (perplexity ~8,700 on held-out text against 5.8 for full) and its
+// logits are ill-conditioned: summation order alone (cuda fp32 against the CPU) moves that
+// perplexity by 0.4%, bf16 rounding by 3.5%, and the logits' relative error past any fixed bound
+// (0.42 at stage 8). Its bf16 path is held by the golden models above (every mixer) and the kernel
+// tests; bifocal, whose window branch carries the prediction, stays in.
 TEST_F(CudaModel, TestbedLogitsMatchTheCpuInBf16) {
   testing::ErrorLog log{"cuda bf16 vs cpu, testbed"};
   std::vector<std::int32_t> tokens = {1};
   for (int i = 1; i < 300; ++i) tokens.push_back(std::int32_t((i * 7919) % 12000 + 2));
   for (const auto& mixer : kMixers) {
+    if (mixer.starts_with("mlstm")) continue;
     SCOPED_TRACE(mixer);
     const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
     const Model gpu = Model::load(testbed_model(), on(mixer, "cuda"));
