@@ -1,5 +1,6 @@
 // `bifocal bench --ablate` (DecodeAblation, src/backend/cuda/graph_ablation.h): the decode step's
-// kernels are found by their bare names (RMSNorm: two per layer and the final norm), a name not in
+// kernels are found by their bare names (the window attention: one per layer; RMSNorm: two per
+// layer and the final norm), a name not in
 // the step is skipped with the step's kernels listed, and emptying kernels in a recorded copy of the step
 // leaves the model's own decode untouched. No timing is asserted: the times are the bench's.
 #include <gtest/gtest.h>
@@ -46,11 +47,14 @@ TEST_F(GraphAblation, FindsEveryLaunchOfANamedKernel) {
     const DeviceModel& device = *model.device_model();
     const auto session = device.new_session(128, 16);
     device.fill_synthetic_context(*session, 64, 1);
-    const DecodeAblation norms = device.time_ablated_decode_step(*session, 64, 4, "rmsnorm");
-    EXPECT_EQ(norms.kernel, "rmsnorm");
-    EXPECT_EQ(norms.launches, 2 * model.config().num_layers + 1);  // before attention and MLP, and the final norm
-    EXPECT_TRUE(std::isfinite(norms.reference_seconds) && norms.reference_seconds > 0);
-    EXPECT_TRUE(std::isfinite(norms.ablated_seconds) && norms.ablated_seconds > 0);
+    const DecodeAblation attention = device.time_ablated_decode_step(*session, 64, 4, "attention_decode_window");
+    EXPECT_EQ(attention.kernel, "attention_decode_window");
+    EXPECT_EQ(attention.launches, model.config().num_layers);  // swa's, and bifocal's window branch
+    EXPECT_TRUE(std::isfinite(attention.reference_seconds) && attention.reference_seconds > 0);
+    EXPECT_TRUE(std::isfinite(attention.ablated_seconds) && attention.ablated_seconds > 0);
+    // Before attention and MLP in every layer, and the final norm.
+    EXPECT_EQ(device.time_ablated_decode_step(*session, 64, 4, "rmsnorm").launches,
+              2 * model.config().num_layers + 1);
   }
 }
 
@@ -69,8 +73,8 @@ TEST_F(GraphAblation, ANameNotInTheStepIsNotTimedAndListsTheStepsKernels) {
     EXPECT_EQ(missing.launches, 0);
     EXPECT_EQ(missing.reference_seconds, 0.0);
     EXPECT_EQ(missing.ablated_seconds, 0.0);
-    for (const std::string listed : {"embedding_kernel ×1", "advance_decode_step_kernel ×1",
-                                     "attention_decode_window_kernel ×" + layers})
+    for (const std::string& listed : std::vector<std::string>{"embedding_kernel ×1", "advance_decode_step_kernel ×1",
+                                                              "attention_decode_window_kernel ×" + layers})
       EXPECT_NE(missing.step_kernels.find(listed), std::string::npos) << listed << " in " << missing.step_kernels;
   }
 }

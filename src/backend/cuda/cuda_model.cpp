@@ -391,7 +391,8 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
   check_capacity(s, position, 1);
   const SamplingParams greedy{.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
   constexpr const char* kFeedback = "advance_decode_step_kernel";
-  DecodeAblation ablation{.kernel = kernel};
+  DecodeAblation ablation;
+  ablation.kernel = kernel;
   const auto time_step = [&](bool ablate) {
     cudaGraph_t graph = record_decode_graph(s, greedy);
     cudaGraphExec_t exec = nullptr;
