@@ -415,8 +415,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
   constexpr int D_PAD = 16 * DT;
   extern __shared__ __align__(16) unsigned char shared[];
   __shared__ float warp_max[kMaxWarps][kHeadsPerUnit], warp_sum[kMaxWarps][kHeadsPerUnit], head_scale[kHeadsPerUnit];
-  device::allow_next_kernel_launch();
+  if (!a.launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, the position and the newest cache row are the previous kernels'
+  if (a.launch_next_after_wait) device::allow_next_kernel_launch();
 
   const int d = a.head_dim, lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int group = a.query_heads / a.kv_heads, kv = blockIdx.x / slices, slice = blockIdx.x % slices;
@@ -565,7 +566,8 @@ void attention_decode(const DecodeAttentionArgs<T>& a, void* workspace, OutT* ou
     default: launch_split<T, OutT, 16>(a, plan, partials, out, stream); break;
   }
   if (plan.splits > 1)
-    launch_combine(partials, plan.splits, a.query_heads, a.head_dim, a.learned_sinks, out, stream);
+    launch_combine(partials, plan.splits, a.query_heads, a.head_dim, a.learned_sinks, a.launch_next_after_wait, out,
+                   stream);
 }
 
 template void attention_decode<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, void*, float*,

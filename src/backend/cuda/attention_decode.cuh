@@ -55,6 +55,10 @@ struct DecodeAttentionArgs {
   // inside its one kernel; a longer one launches the store before the split kernel.
   const float* new_key = nullptr;
   const float* new_value = nullptr;
+  // The kernels let the next one launch only after their wait for the previous one, not at their
+  // start (dependent_launch.h, "triggered after the wait"): Bifocal's mLSTM step, launched next,
+  // then reads everything but this output before it waits.
+  bool launch_next_after_wait = false;
 };
 
 // Caches of at most this many slots take the one-launch cluster kernel (attention_decode_window.cu);

@@ -31,11 +31,12 @@ constexpr int kCombineThreads = 128;
 template <typename OutT>
 __global__ void __launch_bounds__(kCombineThreads)
     attention_decode_combine_kernel(Partials partials, int splits, int query_heads, int head_dim,
-                                    const float* learned_sinks, OutT* out) {
+                                    const float* learned_sinks, bool launch_next_after_wait, OutT* out) {
   __shared__ float part_max[kCombineThreads], part_sum[kCombineThreads];
   __shared__ float4 part_acc[kCombineThreads];
-  device::allow_next_kernel_launch();
+  if (!launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
+  if (launch_next_after_wait) device::allow_next_kernel_launch();  // DecodeAttentionArgs::launch_next_after_wait
   const int h = blockIdx.x, quads = head_dim / 4, parts = kCombineThreads / quads;
   const int quad = threadIdx.x % quads, part = threadIdx.x / quads;
   float max = -INFINITY, sum = 0.0f;
@@ -106,13 +107,15 @@ Partials partials_in(void* workspace, int splits, int query_heads, int head_dim)
 
 template <typename OutT>
 void launch_combine(Partials partials, int splits, int query_heads, int head_dim, const float* learned_sinks,
-                    OutT* out, cudaStream_t stream) {
+                    bool launch_next_after_wait, OutT* out, cudaStream_t stream) {
   launch_dependent(attention_decode_combine_kernel<OutT>, dim3(query_heads), dim3(kCombineThreads), 0, stream,
-                   "attention_decode_combine_kernel", partials, splits, query_heads, head_dim, learned_sinks, out);
+                   "attention_decode_combine_kernel", partials, splits, query_heads, head_dim, learned_sinks,
+                   launch_next_after_wait, out);
 }
 
-template void launch_combine<float>(Partials, int, int, int, const float*, float*, cudaStream_t);
-template void launch_combine<__nv_bfloat16>(Partials, int, int, int, const float*, __nv_bfloat16*, cudaStream_t);
+template void launch_combine<float>(Partials, int, int, int, const float*, bool, float*, cudaStream_t);
+template void launch_combine<__nv_bfloat16>(Partials, int, int, int, const float*, bool, __nv_bfloat16*,
+                                            cudaStream_t);
 
 }  // namespace attention_decode_detail
 

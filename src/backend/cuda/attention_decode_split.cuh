@@ -53,9 +53,9 @@ struct Partials {
 Partials partials_in(void* workspace, int splits, int query_heads, int head_dim);
 
 // The combine kernel on `stream` (one block per query head): out = the splits' partials merged,
-// the learned sink included.
+// the learned sink included; launch_next_after_wait as DecodeAttentionArgs'.
 template <typename OutT>
 void launch_combine(Partials partials, int splits, int query_heads, int head_dim, const float* learned_sinks,
-                    OutT* out, cudaStream_t stream);
+                    bool launch_next_after_wait, OutT* out, cudaStream_t stream);
 
 }  // namespace bifocal::cuda::attention_decode_detail

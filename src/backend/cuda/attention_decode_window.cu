@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const T* keys = a.keys + std::int64_t(kv) * d;  // slot j's row: keys + j·row_stride
   const T* values = a.values + std::int64_t(kv) * d;
 
-  device::allow_next_kernel_launch();
+  if (!a.launch_next_after_wait) device::allow_next_kernel_launch();
   if (ring) {  // the block's rows into L2 while the previous kernels run (a hint: no value is read)
     const std::int64_t begin = a.slots * rank / ranks, end = a.slots * (rank + 1) / ranks;
     const int row_bytes = d * int(sizeof(T)), count = int(end - begin);
@@ -371,6 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       prefetch_line_to_l2(a.slot_positions + min(begin + 16 * i, end - 1));
   }
   device::wait_for_previous_kernel();  // q, p, the new token (or its stored slot) are the previous kernels'
+  if (a.launch_next_after_wait) device::allow_next_kernel_launch();
 
   // The block's slots. A linear cache is read only up to p (its rows past p were never written).
   std::int64_t position = 0, end = a.slots;

@@ -14,6 +14,14 @@
 // (even one that touches nothing of its predecessor): a kernel's completion then implies its
 // predecessor's, so the ordering stays transitive down the chain. Launched without the attribute
 // (or on a stream with no earlier kernel) the wait returns at once.
+//
+// Triggered after the wait. A kernel normally lets the next one launch at its very start. Bifocal's
+// window attention (DecodeAttentionArgs::launch_next_after_wait) triggers only after its wait
+// instead: the next kernel then starts only once every kernel before the attention has completed,
+// so it may read their outputs before it waits — it waits only for the attention's own. Bifocal's
+// mLSTM step (mlstm_decode.cu) runs beside the window attention that way, and waits only to mix in
+// the window's output. Such early reads go through L2 (ld.global.cg, cp.async.cg), never L1, whose
+// lines are not kept coherent with other multiprocessors' writes.
 #pragma once
 
 #include <cuda_runtime.h>

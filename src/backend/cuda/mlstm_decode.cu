@@ -16,8 +16,11 @@
 //     L2 prefetches of this block's slice of C and of the remaining gate rows (a prefetch is a
 //     hint, not a read: L2 is the point of coherence, so it cannot make a later load stale);
 //   after it, issued together: the slice of C into registers (≤ kStateVectors float4 a thread);
-//     q of the state's readers, k, n_{t−1}, m_{t−1}, v and the window branch of its columns into
-//     shared memory by cp.async (no registers, no stall); x for the gate products;
+//     q of the state's readers, k, n_{t−1}, m_{t−1} and v into shared memory by cp.async (no
+//     registers, no stall); x for the gate products;
+//   Bifocal does not wait there: its predecessor, the window attention, launches it only once
+//     everything but the window's output is complete, so the gates and the state update run
+//     beside the attention, and the window branch of its columns is read after a wait in step 4;
 //   then arithmetic: ĩ, f̃ (Bifocal: the mix gates) as W·x + b, the step weights (every thread
 //     computes them: cheaper than a barrier), q̂ᵀn_t, C_t = f′C + i′kvᵀ and q̂ᵀC_t (xor shuffles
 //     and one shared-memory sum), the outputs of its columns, mixed and converted to T.
@@ -96,16 +99,12 @@ struct MlstmDecodeLayout {
   }
 };
 
-// cp.async: 16 (or 4) bytes global → shared without passing through registers; the thread does
-// not stall on them, so they join the round trip of the register loads. Completed by
+// cp.async: 16 bytes global → shared without passing through registers (and, .cg, through L2
+// only); the thread does not stall on them, so they join the round trip of the register loads. Completed by
 // wait_async_copies() and made visible to the block by the barrier after it.
 __device__ inline void copy_async16(float* shared, const float* global) {
   const unsigned address = unsigned(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
-}
-__device__ inline void copy_async4(float* shared, const float* global) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(global) : "memory");
 }
 __device__ inline void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
@@ -180,12 +179,12 @@ __device__ void gate_products(const GateRows<T>& rows, bool vectorized, GateWeig
     if (vectorized) {
       for (int step = 0; step < steps; ++step) {
         if (group > 0 || step > 0) load_gate_weights(rows, group, step, first);
-        uint4 x_chunks[kGateChunks];  // x is written by an earlier kernel: plain loads, not __ldg
+        uint4 x_chunks[kGateChunks];  // x is written by an earlier kernel: L2 loads, not __ldg
         #pragma unroll
         for (int i = 0; i < kGateChunks; ++i) {
           const int c = rows.chunk(step, i);
           x_chunks[i] =
-              c < rows.chunks() ? reinterpret_cast<const uint4*>(rows.projections.x)[c] : make_uint4(0, 0, 0, 0);
+              c < rows.chunks() ? __ldcg(reinterpret_cast<const uint4*>(rows.projections.x) + c) : make_uint4(0, 0, 0, 0);
         }
         #pragma unroll
         for (int i = 0; i < kGateChunks; ++i) {
@@ -201,7 +200,7 @@ __device__ void gate_products(const GateRows<T>& rows, bool vectorized, GateWeig
       }
     } else {  // rows not 16-byte aligned (an odd hidden size): element by element
       for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
-        const float x = device::to_float(rows.projections.x[c]);
+        const float x = device::to_float(__ldcg(rows.projections.x + c));
         #pragma unroll
         for (int r = 0; r < kGateRows; ++r)
           if (group * kGateRows + r < rows.count)
@@ -229,7 +228,7 @@ __device__ inline void load_state(const float* matrix, int d, int column, int la
   #pragma unroll
   for (int u = 0; u < kStateVectors; ++u) {
     const int a = (batch * kStateVectors + u) * lanes + lane;
-    if (active && a < d) c[u] = *reinterpret_cast<const float4*>(matrix + std::size_t(a) * d + column);
+    if (active && a < d) c[u] = __ldcg(reinterpret_cast<const float4*>(matrix + std::size_t(a) * d + column));
   }
 }
 
@@ -268,7 +267,12 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
   for (int r = 0; r < rows.count; ++r)
     for (std::size_t b = (r < kGateRows ? loaded_bytes : 0) + 128 * threadIdx.x; b < row_bytes; b += 128 * blockDim.x)
       prefetch_l2(reinterpret_cast<const char*>(rows.weights(r)) + b);
-  device::wait_for_previous_kernel();
+  // Bifocal: the kernel before this one is the window attention, which lets it launch only after
+  // its own wait (dependent_launch.h, "triggered after the wait"): q, k, v, x and the state are
+  // complete now, and only the window's output is not — this kernel waits for it in step 4 and
+  // runs its gates and state update beside the attention meanwhile. Its reads before that wait
+  // go through L2 (cp.async.cg, __ldcg). The mlstm mixer waits here.
+  if (!mix) device::wait_for_previous_kernel();
 
   // 1. One round trip: the slice of C into registers, the vectors into shared memory, x.
   const SliceThreads threads(columns);
@@ -281,9 +285,7 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
   stage_rows(key, a.k + std::size_t(kv) * d, 1, d, d);
   stage_rows(normalizer, a.state.normalizer + std::size_t(s) * d, 1, d, d);
   stage_rows(shared + layout.value, a.v + std::size_t(kv) * d + col_begin, 1, columns, d);
-  if (mix)
-    stage_rows(shared + layout.window, a.mix.window_out + std::size_t(first_query) * d + col_begin, readers, columns, d);
-  if (threadIdx.x == 0) copy_async4(shared + layout.stabilizer, a.state.stabilizer + s);
+  if (threadIdx.x == 0) shared[layout.stabilizer] = __ldcg(a.state.stabilizer + s);
   gate_products(rows, vectorized_gates, weights, gate_partials);
   wait_async_copies();
   __syncthreads();
@@ -350,6 +352,12 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
       if (active && threadIdx.x % 32 < threads.quad_slots)
         *reinterpret_cast<float4*>(numerators + (warp * reader_slots + g) * columns + 4 * quad) =
             make_float4(acc[g][0], acc[g][1], acc[g][2], acc[g][3]);
+    }
+    if (mix && first == 0) {  // Bifocal: now the window branch, the one input not yet complete
+      device::wait_for_previous_kernel();
+      stage_rows(shared + layout.window, a.mix.window_out + std::size_t(first_query) * d + col_begin, readers, columns,
+                 d);
+      wait_async_copies();
     }
     __syncthreads();
 
