@@ -15,7 +15,7 @@
 //   before the wait (nothing an earlier kernel writes): the first gate weights into registers,
 //     L2 prefetches of this block's slice of C and of the remaining gate rows (a prefetch is a
 //     hint, not a read: L2 is the point of coherence, so it cannot make a later load stale);
-//   after it, issued together: the slice of C into registers (≤ kStateVectors float4 a thread);
+//   after it, issued together: the slice of C into registers (≤ 8 float4 a thread);
 //     q of the state's readers, k, n_{t−1}, m_{t−1} and v into shared memory by cp.async (no
 //     registers, no stall); x for the gate products;
 //   Bifocal does not wait there: its predecessor, the window attention, launches it only once
@@ -41,6 +41,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -58,8 +59,12 @@ using device::kRecurrentThreads;
 using device::kMaxReaders;
 using device::kWarps;
 
-// float4 vectors of C one thread holds in registers: its rows of the block's slice.
-constexpr int kStateVectors = 8;
+// float4 vectors of C one thread holds in registers: its rows of the block's slice, at most
+// kMaxStateVectors a batch. The kernel is compiled for 1, 2, 4 and 8 (state_vectors_for): an
+// array and unrolled loops sized for the shape's rows, not for the largest (Qwen3-4B's slices
+// have 2 rows a thread; with 8 the state update and q̂ᵀC issued 4× their instructions, most of
+// them predicated off — stop 12's ncu counted 2,263 instructions per warp).
+constexpr int kMaxStateVectors = 8;
 // Gate rows one pass of the gate products keeps in registers, and 16-byte chunks per row and
 // thread per step (Qwen3-4B Bifocal state=kv: 6 rows of 320 bf16 chunks = one step).
 constexpr int kGateRows = 6;
@@ -79,8 +84,13 @@ struct SliceThreads {
   __host__ __device__ explicit SliceThreads(int columns)
       : quads(columns / 4), quad_slots(power_of_two_at_least(columns / 4)), lanes(kRecurrentThreads / quad_slots) {}
   __host__ __device__ int rows_per_thread(int d) const { return (d + lanes - 1) / lanes; }
-  // Register loads of the slice: one batch of kStateVectors rows per thread, or more.
-  __host__ __device__ int batches(int d) const { return (rows_per_thread(d) + kStateVectors - 1) / kStateVectors; }
+  // The kernel's vectors a thread for this slice: rows a thread rounded up to 1, 2, 4 or 8.
+  __host__ __device__ int state_vectors(int d) const {
+    const int rows = power_of_two_at_least(rows_per_thread(d));
+    return rows < kMaxStateVectors ? rows : kMaxStateVectors;
+  }
+  // Register loads of the slice: one batch of `vectors` rows per thread, or more.
+  __host__ __device__ int batches(int d, int vectors) const { return (rows_per_thread(d) + vectors - 1) / vectors; }
 };
 
 struct MlstmDecodeLayout {
@@ -222,19 +232,22 @@ __device__ inline float gate_total(const float* gate_partials, int count, int ro
   return total;
 }
 
-// This thread's rows of batch `batch` of the slice (row a = (batch·kStateVectors + u)·lanes + lane).
+// This thread's rows of batch `batch` of the slice (row a = (batch·kVectors + u)·lanes + lane).
+template <int kVectors>
 __device__ inline void load_state(const float* matrix, int d, int column, int lane, int lanes, int batch, bool active,
-                                  float4 (&c)[kStateVectors]) {
+                                  float4 (&c)[kVectors]) {
   #pragma unroll
-  for (int u = 0; u < kStateVectors; ++u) {
-    const int a = (batch * kStateVectors + u) * lanes + lane;
+  for (int u = 0; u < kVectors; ++u) {
+    const int a = (batch * kVectors + u) * lanes + lane;
     if (active && a < d) c[u] = __ldcg(reinterpret_cast<const float4*>(matrix + std::size_t(a) * d + column));
   }
 }
 
 // Block (rank, s): state head s, columns of rank. DESIGN.md mlstm (and bifocal's mix), one token.
-template <typename T>
-__global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDecodeArgs<T> a, bool vectorized_gates) {
+// query_scale = 1/√d as the CPU computes it (float of the double), made once on the host.
+template <typename T, int kVectors>
+__global__ void __launch_bounds__(kRecurrentThreads)
+    mlstm_decode_kernel(MlstmDecodeArgs<T> a, bool vectorized_gates, float query_scale) {
   const cg::cluster_group cluster = cg::this_cluster();
   const int d = a.shape.head_dim, s = blockIdx.y;
   const int readers = a.shape.query_heads / a.shape.states, first_query = s * readers;  // h / (Hq/S) = s
@@ -278,8 +291,8 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
   const SliceThreads threads(columns);
   const int quad = threadIdx.x % threads.quad_slots, lane = threadIdx.x / threads.quad_slots;
   const bool active = quad < threads.quads;
-  const int column = col_begin + 4 * quad, batches = threads.batches(d);
-  float4 state[kStateVectors];
+  const int column = col_begin + 4 * quad, batches = threads.batches(d, kVectors);
+  float4 state[kVectors];
   load_state(matrix, d, column, lane, threads.lanes, 0, active, state);
   stage_rows(query, a.q + std::size_t(first_query) * d, readers, d, d);
   stage_rows(key, a.k + std::size_t(kv) * d, 1, d, d);
@@ -296,7 +309,6 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
   const float forget_gate = gate_total(gate_partials, rows.count, 1);
   const device::MlstmStep step = device::mlstm_step(input_gate, forget_gate, shared[layout.stabilizer]);
   cluster.barrier_arrive();
-  const float query_scale = float(1.0 / sqrt(double(d)));  // q̂ = q/√d
   const int warp = threadIdx.x / 32;
   for (int g = warp; g < readers; g += kWarps) {  // max(|q̂ᵀn_t|, e^{−m_t}) + 1e-6, n_t = f′n + i′k
     float dot = 0.0f;
@@ -318,8 +330,8 @@ __global__ void __launch_bounds__(kRecurrentThreads) mlstm_decode_kernel(MlstmDe
       if (batches > 1 && (batch > 0 || first > 0))
         load_state(matrix, d, column, lane, threads.lanes, batch, active, state);
       #pragma unroll
-      for (int u = 0; u < kStateVectors; ++u) {
-        const int row = (batch * kStateVectors + u) * threads.lanes + lane;
+      for (int u = 0; u < kVectors; ++u) {
+        const int row = (batch * kVectors + u) * threads.lanes + lane;
         if (!active || row >= d) continue;
         float4& c = state[u];
         if (first == 0) {
@@ -396,7 +408,7 @@ int mlstm_decode_ranks(int d, int states) {
   bool chosen_fits = false;
   for (int ranks = 1; ranks <= kMaxClusterRanks; ++ranks) {
     if (quads % ranks != 0 || quads / ranks > 32) continue;
-    const bool fits = SliceThreads(d / ranks).batches(d) == 1;
+    const bool fits = SliceThreads(d / ranks).batches(d, kMaxStateVectors) == 1;
     if (chosen == 0 || (fits && !chosen_fits) || (fits == chosen_fits && chosen < wanted)) {
       chosen = ranks;
       chosen_fits = fits;
@@ -436,8 +448,19 @@ void mlstm_decode(const MlstmDecodeArgs<T>& a, cudaStream_t stream) {
   const int ranks = mlstm_decode_ranks(shape.head_dim, shape.states);
   const int readers = shape.query_heads / shape.states;
   const MlstmDecodeLayout layout(readers, shape.head_dim, shape.head_dim / ranks, 2 + (mix ? readers : 0), mix);
-  launch_in_clusters(mlstm_decode_kernel<T>, dim3(ranks, shape.states), kRecurrentThreads, ranks, layout.carve.bytes(),
-                     stream, "mlstm_decode_kernel", a, vectorized);
+  const float query_scale = float(1.0 / std::sqrt(double(shape.head_dim)));  // q̂ = q/√d, as cpu/mlstm.cpp
+  const dim3 grid(ranks, shape.states);
+  const std::size_t shared_bytes = layout.carve.bytes();
+  auto launch = [&](auto kernel) {
+    launch_in_clusters(kernel, grid, kRecurrentThreads, ranks, shared_bytes, stream, "mlstm_decode_kernel", a,
+                       vectorized, query_scale);
+  };
+  switch (SliceThreads(shape.head_dim / ranks).state_vectors(shape.head_dim)) {
+    case 1: launch(mlstm_decode_kernel<T, 1>); break;
+    case 2: launch(mlstm_decode_kernel<T, 2>); break;
+    case 4: launch(mlstm_decode_kernel<T, 4>); break;
+    default: launch(mlstm_decode_kernel<T, kMaxStateVectors>); break;
+  }
 }
 
 template void mlstm_decode<__nv_bfloat16>(const MlstmDecodeArgs<__nv_bfloat16>&, cudaStream_t);
