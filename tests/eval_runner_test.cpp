@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
@@ -205,7 +206,7 @@ TEST(EvalCli, ARerunResumesAndWritesTheReport) {
   const std::string out = (dir.path() / "run").string();
   const std::string command = "eval -m " + testing::golden_model("qwen3_bf16").string() +
                               " --mixer full --mixer swa:window=8,sinks=2 --task perplexity:" + text.string() +
-                              ",context=32 --limit 2 --out " + out;
+                              ",context=32 --limit 2 --length-edges 16 --length-edges 64 --out " + out;
   const auto first = testing::run_cli(command);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("scored 4 items, 0 already"), std::string::npos) << first.output;
@@ -218,6 +219,11 @@ TEST(EvalCli, ARerunResumesAndWritesTheReport) {
   while (std::getline(results, line)) ++lines;
   EXPECT_EQ(lines, 4);
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "run" / "report.md"));
+  // The report's command reproduces the run, the answer-length strata included.
+  std::ifstream report_file(dir.path() / "run" / "report.md");
+  const std::string report((std::istreambuf_iterator<char>(report_file)), std::istreambuf_iterator<char>());
+  EXPECT_NE(report.find("--length-edges 16 --length-edges 64 --long-threshold 4000 --limit 2"), std::string::npos)
+      << report.substr(0, 600);
   EXPECT_NE(second.output.find("`swa:window=8,sinks=2` | 2 |"), std::string::npos) << second.output;
   const auto bad = testing::run_cli("eval -m " + testing::golden_model("qwen3_bf16").string() +
                                     " --mixer full --task nonsense --out " + out);

@@ -78,6 +78,7 @@ std::string command_line(const CompareFlags& f, const std::vector<MixerSpec>& sp
   if (f.max_windows > 0) line += fmt::format(" --max-windows {}", f.max_windows);
   if (!f.out.empty()) line += " --out " + shell_quote(f.out);
   if (f.attention_stats) line += fmt::format(" --attention-stats --first-tokens {}", f.first_tokens);
+  if (f.backend.backend != "cpu") line += " --backend " + f.backend.backend + " --dtype " + f.backend.dtype;
   return line;
 }
 

@@ -38,6 +38,9 @@ std::string command_line(const EvalFlags& f) {
   const auto& c = f.options.context;
   line += fmt::format(" --samples {} --temperature {} --top-k {} --top-p {} --max-tokens {} --seed {}", c.samples,
                       c.sampling.temperature, c.sampling.top_k, c.sampling.top_p, c.max_new_tokens, f.seed);
+  // The strata of long-generation answers shape the report's tables: spelled out, defaults too.
+  for (const double edge : f.length_edges) line += fmt::format(" --length-edges {}", edge);
+  line += fmt::format(" --long-threshold {}", f.long_threshold);
   if (f.options.limit > 0) line += fmt::format(" --limit {}", f.options.limit);
   if (f.shard != "0/1") line += " --shard " + f.shard;
   if (f.backend.backend != "cpu") line += " --backend " + f.backend.backend + " --dtype " + f.backend.dtype;
