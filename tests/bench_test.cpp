@@ -86,16 +86,23 @@ TEST(BenchReport, RooflineRatioSpreadAndFiles) {
   EXPECT_FALSE(json.at("rows")[0].contains("ablations"));
 }
 
-// --ablate's rows: the saved time per step and per launch, in the table and the JSON.
-TEST(BenchReport, AblationTableShowsTheTimeSavedPerStepAndPerLaunch) {
+// A report of one row at 1K for `mixer` with one --ablate result.
+BenchReport report_with_ablation(const std::string& mixer, const DecodeAblation& ablation) {
   BenchReport report;
   BenchRow row;
-  row.mixer = "bifocal:window=448,state=kv";
+  row.mixer = mixer;
   row.context = 1024;
   row.decode_tokens_per_second = 300.0;
-  row.ablations.push_back({.kernel = "mlstm_decode", .launches = 36, .reference_seconds = 3.2e-3,
-                           .ablated_seconds = 2.84e-3});
+  row.ablations.push_back(ablation);
   report.rows.push_back(row);
+  return report;
+}
+
+// --ablate's rows: the saved time per step and per launch, in the table and the JSON.
+TEST(BenchReport, AblationTableShowsTheTimeSavedPerStepAndPerLaunch) {
+  const BenchReport report = report_with_ablation(
+      "bifocal:window=448,state=kv",
+      {.kernel = "mlstm_decode", .launches = 36, .reference_seconds = 3.2e-3, .ablated_seconds = 2.84e-3});
   const std::string md = bench_markdown(report);
   // 360 µs saved over 36 launches: 10 µs each.
   EXPECT_NE(md.find("| `bifocal:window=448,state=kv` | 1K | `mlstm_decode` | 36 | 3200.0 | 2840.0 | 360.0 | 10.00 |"),
@@ -110,13 +117,8 @@ TEST(BenchReport, AblationTableShowsTheTimeSavedPerStepAndPerLaunch) {
 // A name not in a mixer's step (swa has no mLSTM kernel) gets a row that says so, and nulls in the
 // JSON rather than zeros that would read as "costs nothing".
 TEST(BenchReport, AnAblationNotInTheStepIsShownAsSuch) {
-  BenchReport report;
-  BenchRow row;
-  row.mixer = "swa:window=576,sink=learned";
-  row.context = 1024;
-  row.decode_tokens_per_second = 350.0;
-  row.ablations.push_back({.kernel = "mlstm_decode", .launches = 0, .step_kernels = "gemv_kernel ×109"});
-  report.rows.push_back(row);
+  const BenchReport report = report_with_ablation(
+      "swa:window=576,sink=learned", {.kernel = "mlstm_decode", .launches = 0, .step_kernels = "gemv_kernel ×109"});
   const std::string md = bench_markdown(report);
   EXPECT_NE(md.find("| `swa:window=576,sink=learned` | 1K | `mlstm_decode` | 0: not in this step | — | — | — | — |"),
             std::string::npos)

@@ -60,7 +60,7 @@ using device::kMaxReaders;
 using device::kWarps;
 
 // float4 vectors of C one thread holds in registers: its rows of the block's slice, at most
-// kMaxStateVectors a batch. The kernel is compiled for 1, 2, 4 and 8 (state_vectors_for): an
+// kMaxStateVectors a batch. The kernel is compiled for 1, 2, 4 and 8 (SliceThreads::state_vectors): an
 // array and unrolled loops sized for the shape's rows, not for the largest (Qwen3-4B's slices
 // have 2 rows a thread; with 8 the state update and q̂ᵀC issued 4× their instructions, most of
 // them predicated off — stop 12's ncu counted 2,263 instructions per warp).
@@ -110,8 +110,8 @@ struct MlstmDecodeLayout {
 };
 
 // cp.async: 16 bytes global → shared without passing through registers (and, .cg, through L2
-// only); the thread does not stall on them, so they join the round trip of the register loads. Completed by
-// wait_async_copies() and made visible to the block by the barrier after it.
+// only); the thread does not stall on them, so they join the round trip of the register loads.
+// Completed by wait_async_copies() and made visible to the block by the barrier after it.
 __device__ inline void copy_async16(float* shared, const float* global) {
   const unsigned address = unsigned(__cvta_generic_to_shared(shared));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
