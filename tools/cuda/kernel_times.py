@@ -1,6 +1,12 @@
-"""Per-kernel GPU time of bifocal's decode step, from Nsight Compute's raw CSV (kernel_times.sh).
+"""Per-kernel GPU time of bifocal's decode step, or of its prefill, from Nsight Compute's raw CSV
+(kernel_times.sh).
 
     python3 tools/cuda/kernel_times.py ncu.csv > kernel_times.md
+    python3 tools/cuda/kernel_times.py --prefill-tokens N ncu.csv > kernel_times.md
+
+--prefill-tokens N: the run prefilled N prompt tokens in all (bench's warm-up prefill and its timed
+one together); the table is per 1,000 prompt tokens, over every kernel of the run but the
+synthetic fill — the run's two decode steps included, a few hundred µs against the prefills'.
 
 ncu serialises the kernels it measures, so a kernel's time here excludes the overlap that
 programmatic dependent launch gives in a real run: the sum is an upper bound of the step, and the
@@ -101,14 +107,47 @@ def summarise(times):
     return "\n".join(lines) + "\n"
 
 
+def summarise_prefill(times, prompt_tokens):
+    """The kernels' time per 1,000 prompt tokens (every kernel but the synthetic fill)."""
+    if prompt_tokens <= 0:
+        raise ValueError(f"--prefill-tokens must be positive, got {prompt_tokens}")
+    total = defaultdict(float)
+    calls = defaultdict(int)
+    for name, microseconds in times:
+        if name.startswith("fill_"):
+            continue
+        total[name] += microseconds
+        calls[name] += 1
+    if not total:
+        raise ValueError("no kernel but the synthetic fill in the CSV")
+    thousands = prompt_tokens / 1000
+    all_kernels = sum(total.values())
+    lines = [f"{prompt_tokens} prompt tokens; serialised kernel time {all_kernels / thousands:.1f} µs per 1,000 tokens "
+             "(an upper bound: no launch overlap)", "",
+             "| kernel | launches | µs per launch | µs per 1,000 tokens | share |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name in sorted(total, key=total.get, reverse=True):
+        lines.append(f"| `{name}` | {calls[name]} | {total[name] / calls[name]:.2f} | {total[name] / thousands:.1f} | "
+                     f"{100 * total[name] / all_kernels:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: kernel_times.py NCU_RAW.csv")
-    with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+    arguments = sys.argv[1:]
+    prompt_tokens = None
+    if len(arguments) == 3 and arguments[0] == "--prefill-tokens":
         try:
-            print(summarise(read_times(f)), end="")
+            prompt_tokens = int(arguments[1])
+        except ValueError:
+            sys.exit(f"--prefill-tokens: not a number: {arguments[1]}")
+        arguments = arguments[2:]
+    if len(arguments) != 1:
+        sys.exit("usage: kernel_times.py [--prefill-tokens N] NCU_RAW.csv")
+    with open(arguments[0], encoding="utf-8", errors="replace") as f:
+        try:
+            times = read_times(f)
+            print(summarise(times) if prompt_tokens is None else summarise_prefill(times, prompt_tokens), end="")
         except ValueError as error:
-            sys.exit(f"{sys.argv[1]}: {error}")
+            sys.exit(f"{arguments[0]}: {error}")
 
 
 if __name__ == "__main__":

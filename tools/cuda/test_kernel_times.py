@@ -61,6 +61,16 @@ class KernelTimes(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "not a decode run"):
             kernel_times.summarise([("gemv_kernel", 1.0)])
 
+    def test_prefill_table_is_per_thousand_prompt_tokens(self):
+        times = kernel_times.read_times(CSV.splitlines(keepends=True))
+        table = kernel_times.summarise_prefill(times, 2000)
+        # gemv: 4 launches, 48 µs over 2,000 tokens: 24 µs per 1,000; all kernels but the fill 1,049 µs.
+        self.assertIn("| `gemv_kernel<__nv_bfloat16, float, 4>` | 4 | 12.00 | 24.0 |", table)
+        self.assertIn("524.5 µs per 1,000 tokens", table)
+        self.assertNotIn("fill_uniform", table)
+        with self.assertRaisesRegex(ValueError, "must be positive"):
+            kernel_times.summarise_prefill(times, 0)
+
 
 if __name__ == "__main__":
     unittest.main()
