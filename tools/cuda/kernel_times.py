@@ -86,10 +86,8 @@ def read_times(lines):
     return times
 
 
-def summarise(times):
-    steps = sum(1 for name, _ in times if name.startswith(STEP_KERNEL))
-    if steps == 0:
-        raise ValueError(f"no {STEP_KERNEL} among the kernels: not a decode run")
+def kernel_totals(times):
+    """Per kernel name: the summed microseconds and the launches, the synthetic fill (fill_*) left out."""
     total = defaultdict(float)
     calls = defaultdict(int)
     for name, microseconds in times:
@@ -97,6 +95,14 @@ def summarise(times):
             continue
         total[name] += microseconds
         calls[name] += 1
+    return total, calls
+
+
+def summarise(times):
+    steps = sum(1 for name, _ in times if name.startswith(STEP_KERNEL))
+    if steps == 0:
+        raise ValueError(f"no {STEP_KERNEL} among the kernels: not a decode run")
+    total, calls = kernel_totals(times)
     step_total = sum(total.values()) / steps
     lines = [f"{steps} decode steps; serialised kernel time per step {step_total:.1f} µs (an upper bound: no launch overlap)",
              "", "| kernel | launches per step | µs per launch | µs per step | share |", "| --- | ---: | ---: | ---: | ---: |"]
@@ -111,13 +117,7 @@ def summarise_prefill(times, prompt_tokens):
     """The kernels' time per 1,000 prompt tokens (every kernel but the synthetic fill)."""
     if prompt_tokens <= 0:
         raise ValueError(f"--prefill-tokens must be positive, got {prompt_tokens}")
-    total = defaultdict(float)
-    calls = defaultdict(int)
-    for name, microseconds in times:
-        if name.startswith("fill_"):
-            continue
-        total[name] += microseconds
-        calls[name] += 1
+    total, calls = kernel_totals(times)
     if not total:
         raise ValueError("no kernel but the synthetic fill in the CSV")
     thousands = prompt_tokens / 1000
