@@ -1,5 +1,6 @@
 // The CUDA backend as a whole against the CPU backend (the reference): logits of every golden
-// model and of the testbed model for every mixer, in bf16 (within bf16 rounding) and in fp32
+// model and of the testbed model for every mixer, in bf16 (within bf16 rounding), in fp16 (the
+// golden models, within fp16 rounding) and in fp32
 // (to fp32 rounding, and ≥ 64 identical greedy tokens), decode = prefill on the device, the
 // session's state bytes = the accounting, and the errors for what the backend does not run.
 #include <gtest/gtest.h>
@@ -67,6 +68,26 @@ TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
       for (const int chunk : {7, 64}) {
         const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
         EXPECT_LT(error, bf16_bound(mixer)) << "chunk " << chunk;
+      }
+    }
+  }
+}
+
+// fp16 storage (`--dtype fp16`, the paper's): the same path with fp16 weights, KV and narrowed
+// activations. fp16 rounds 8× finer than bf16 (2⁻¹¹ against 2⁻⁸), so a quarter of bf16's bound
+// still leaves 2× headroom over the rounding; a wrong conversion anywhere (bf16 bits read as fp16)
+// moves the logits by O(1). The golden models' activations stay far inside fp16's range.
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp16) {
+  testing::ErrorLog log{"cuda fp16 vs cpu, golden models"};
+  for (const auto& name : testing::golden_model_names()) {
+    const auto tokens = testing::GoldenReference::load(name).full_sequence();
+    for (const auto& mixer : kMixers) {
+      SCOPED_TRACE(name + " " + mixer);
+      const Model cpu = Model::load(golden_model(name), on(mixer, "cpu"));
+      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda", "fp16"));
+      for (const int chunk : {7, 64}) {
+        const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
+        EXPECT_LT(error, bf16_bound(mixer) / 4) << "chunk " << chunk;
       }
     }
   }

@@ -7,8 +7,8 @@
 // caller-provided workspace that a combine kernel merges (with the learned sink).
 // Also the store of the new token's key/value into its cache slot, which decode and prefill share.
 //
-// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16 or float), base and
-// rows 16-byte aligned; slot_positions int64[slots], 16-byte aligned, holds each slot's absolute
+// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16, __half or float),
+// base and rows 16-byte aligned; slot_positions int64[slots], 16-byte aligned, holds each slot's absolute
 // position, −1 = empty. slot_positions == nullptr means "slot j holds position j" (full
 // attention's linear cache); then only slots 0 … position are read, so a large capacity costs
 // nothing until it is used.
@@ -70,7 +70,7 @@ inline constexpr std::int64_t kWindowDecodeMaxSlots = 2048;
 // the device's multiprocessor count, so a session sizes its workspace once).
 std::size_t attention_decode_workspace_bytes(std::int64_t slots, int query_heads, int kv_heads, int head_dim);
 
-// out[query_heads, head_dim] (OutT = float or __nv_bfloat16) = softmax attention of the query
+// out[query_heads, head_dim] (OutT = float, __nv_bfloat16 or __half) = softmax attention of the query
 // over the visible slots: slot j is visible when slot_positions[j] >= 0 and key_visible(p,
 // slot_positions[j]) holds (backend.h). A learned sink S_h adds e^{S_h} to the denominator only.
 // workspace: attention_decode_workspace_bytes(...) bytes (0, and workspace may be null, for a

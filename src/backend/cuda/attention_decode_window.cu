@@ -96,15 +96,15 @@ __device__ __forceinline__ void prefetch_line_to_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-__device__ __forceinline__ void store_out(float* out, float value) { *out = value; }
-__device__ __forceinline__ void store_out(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
+template <typename OutT>  // float, bf16 or fp16
+__device__ __forceinline__ void store_out(OutT* out, float value) { *out = device::from_float<OutT>(value); }
 
 // 8 consecutive elements of a staged row (16-byte aligned) as floats.
 template <typename T>
 __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
   const uint4* chunks = reinterpret_cast<const uint4*>(p);
   if constexpr (sizeof(T) == 2) {
-    device::unpack16(chunks[0], out, static_cast<const __nv_bfloat16*>(nullptr));
+    device::unpack16(chunks[0], out, static_cast<const T*>(nullptr));
   } else {
     device::unpack16(chunks[0], out, static_cast<const float*>(nullptr));
     device::unpack16(chunks[1], out + 4, static_cast<const float*>(nullptr));
@@ -558,5 +558,7 @@ template void attention_decode_window<__nv_bfloat16, __nv_bfloat16>(const Decode
 template void attention_decode_window<float, float>(const DecodeAttentionArgs<float>&, float*, cudaStream_t);
 template void attention_decode_window<float, __nv_bfloat16>(const DecodeAttentionArgs<float>&, __nv_bfloat16*,
                                                             cudaStream_t);
+template void attention_decode_window<__half, float>(const DecodeAttentionArgs<__half>&, float*, cudaStream_t);
+template void attention_decode_window<__half, __half>(const DecodeAttentionArgs<__half>&, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -95,6 +95,7 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream) {
 
 template void bifocal_decode<__nv_bfloat16>(const BifocalDecodeArgs<__nv_bfloat16>&, cudaStream_t);
 template void bifocal_decode<float>(const BifocalDecodeArgs<float>&, cudaStream_t);
+template void bifocal_decode<__half>(const BifocalDecodeArgs<__half>&, cudaStream_t);
 
 void bifocal_mix(const float* mix_gate, const float* mlstm_out, float* window_out, int n, int query_heads,
                  int head_dim, cudaStream_t stream) {

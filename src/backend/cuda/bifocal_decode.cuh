@@ -21,7 +21,7 @@
 
 namespace bifocal::cuda {
 
-template <typename T>  // the storage type of the cache, the weights, x and out: __nv_bfloat16 or float
+template <typename T>  // the storage of the cache, the weights, x and out: __nv_bfloat16, __half or float
 struct BifocalDecodeArgs {
   cpu::MlstmShape shape;  // Hq, Hkv, S (Hkv for state=kv, Hq for state=q), d (a multiple of 8, ≤ 256)
 

@@ -509,6 +509,8 @@ template class CudaModel<__nv_bfloat16>;
 template class CudaModel<float>;
 template class CudaSession<__nv_bfloat16>;
 template class CudaSession<float>;
+template class CudaModel<__half>;
+template class CudaSession<__half>;
 
 }  // namespace bifocal::cuda
 
@@ -516,6 +518,7 @@ namespace bifocal {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source) {
   if (source.dtype == DeviceDtype::Float32) return std::make_unique<cuda::CudaModel<float>>(source);
+  if (source.dtype == DeviceDtype::Float16) return std::make_unique<cuda::CudaModel<__half>>(source);
   return std::make_unique<cuda::CudaModel<__nv_bfloat16>>(source);
 }
 

@@ -224,7 +224,8 @@ void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
                    "convert_kernel", in, out, count);
 }
 
-// The storage types: bf16 weights (the real models) and fp32 (the `--dtype fp32` test path).
+// The storage types: bf16 weights (the real models), fp16 (`--dtype fp16`) and fp32 (the
+// `--dtype fp32` test path).
 template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t);
 template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, float*, cudaStream_t);
@@ -241,5 +242,13 @@ template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
 template void add_bias(float*, const float*, int, int, cudaStream_t);
 template void convert(const float*, __nv_bfloat16*, std::int64_t, cudaStream_t);
 template void convert(const float*, float*, std::int64_t, cudaStream_t);
+template void embedding(const __half*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void rmsnorm(const float*, const __half*, int, int, float, float*, cudaStream_t);
+template void rmsnorm(const float*, const __half*, int, int, float, __half*, cudaStream_t);
+template void qk_norm_rope(float*, float*, const __half*, const __half*, float, const std::int64_t*, const float*, int,
+                           int, int, int, bool, cudaStream_t);
+template void swiglu(const float*, const float*, std::int64_t, __half*, cudaStream_t);
+template void add_bias(float*, const __half*, int, int, cudaStream_t);
+template void convert(const float*, __half*, std::int64_t, cudaStream_t);
 
 }  // namespace bifocal::cuda

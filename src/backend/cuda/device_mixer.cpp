@@ -151,6 +151,7 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
 
 template DeviceMixerScratch<__nv_bfloat16> DeviceMixerScratchSizes::allocate() const;
 template DeviceMixerScratch<float> DeviceMixerScratchSizes::allocate() const;
+template DeviceMixerScratch<__half> DeviceMixerScratchSizes::allocate() const;
 
 template <typename T>
 void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
@@ -356,5 +357,6 @@ void DeviceMixer<T>::fill_synthetic(DeviceMixerState<T>& s, std::int64_t context
 
 template class DeviceMixer<__nv_bfloat16>;
 template class DeviceMixer<float>;
+template class DeviceMixer<__half>;
 
 }  // namespace bifocal::cuda

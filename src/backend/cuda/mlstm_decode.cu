@@ -465,5 +465,6 @@ void mlstm_decode(const MlstmDecodeArgs<T>& a, cudaStream_t stream) {
 
 template void mlstm_decode<__nv_bfloat16>(const MlstmDecodeArgs<__nv_bfloat16>&, cudaStream_t);
 template void mlstm_decode<float>(const MlstmDecodeArgs<float>&, cudaStream_t);
+template void mlstm_decode<__half>(const MlstmDecodeArgs<__half>&, cudaStream_t);
 
 }  // namespace bifocal::cuda
