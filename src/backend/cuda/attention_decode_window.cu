@@ -104,7 +104,8 @@ template <typename T>
 __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
   const uint4* chunks = reinterpret_cast<const uint4*>(p);
   if constexpr (sizeof(T) == 2) {
-    device::unpack16(chunks[0], out, static_cast<const T*>(nullptr));
+    const uint4 raw = chunks[0];  // one 16-byte shared load, then registers
+    device::unpack16(raw, out, static_cast<const T*>(nullptr));
   } else {
     device::unpack16(chunks[0], out, static_cast<const float*>(nullptr));
     device::unpack16(chunks[1], out + 4, static_cast<const float*>(nullptr));
