@@ -271,7 +271,7 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
 
 template <typename T>
 bool DeviceMixer<T>::decode_applies_qk_norm_rope() const {
-  return spec_.kind == Kind::SlidingWindow && spec_.window <= kWindowDecodeMaxSlots;
+  return (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal) && spec_.window <= kWindowDecodeMaxSlots;
 }
 
 template <typename T>
@@ -330,7 +330,9 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                       .position = in.positions, .q = in.queries, .k = in.keys, .v = in.values,
                                       .gates = gates, .mix_weight = mix_gate_weight_.data(),
                                       .mix_bias = mix_gate_bias_.size() ? mix_gate_bias_.data() : nullptr,
-                                      .state = cell, .out = out, .workspace = scratch_of(s)};
+                                      .state = cell, .out = out, .workspace = scratch_of(s),
+                                      .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
+                                      .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};
       bifocal_decode<T>(args, stream);
       return;
     }

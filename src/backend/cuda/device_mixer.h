@@ -96,7 +96,8 @@ class DeviceMixer {
   const MixerSpec& spec() const { return spec_; }
   // Whether decode applies the layer's q/k norm and RoPE itself (DeviceMixerInput::raw_qk), so the
   // step launches no qk_norm_rope for this layer: swa, whose window attention folds them in
-  // (attention_decode.cuh, DecodeAttentionArgs::rope_inv_freq) for windows of ≤ 2,048 slots.
+  // (attention_decode.cuh, DecodeAttentionArgs::rope_inv_freq), and Bifocal, whose mLSTM step
+  // does too (MlstmDecodeArgs::rope_inv_freq), for windows of ≤ 2,048 slots.
   bool decode_applies_qk_norm_rope() const;
   DeviceMixerState<T> new_state(std::int64_t capacity) const;
   // The scratch this layer's calls need for a session of `capacity` tokens and prefill chunks of

@@ -1,7 +1,8 @@
-// The window decode attention with the layer's q/k norm and RoPE folded in
-// (DecodeAttentionArgs::rope_inv_freq): given the raw projections, it must give the very bits of
-// the two-launch path — qk_norm_rope (dense_kernels.cuh) in place, then the attention on its
-// output — in its output and in what it stores in the cache, since both run
+// Decode steps with the layer's q/k norm and RoPE folded in: swa's window attention
+// (DecodeAttentionArgs::rope_inv_freq) and Bifocal's step, whose mLSTM branch applies them too
+// (BifocalDecodeArgs::rope_inv_freq). Given the raw projections, each must give the very bits of
+// the two-launch path — qk_norm_rope (dense_kernels.cuh) in place, then the step on its output —
+// in its output, in what it stores in the cache and (Bifocal) in its mLSTM state, since all run
 // device::norm_rope_head. Fresh random inputs each run; bf16 and fp32 caches; with and without
 // q/k norm (Qwen3 / Llama); head_dim 128 (Qwen3-4B), 48 (RoPE pairs across lanes) and 64; GQA 4:1
 // and 16:1 (two clusters per KV head); rings with sink tokens or a learned sink, and a linear
@@ -17,9 +18,11 @@
 #include <vector>
 
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/bifocal_decode.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dense_kernels.cuh"
 #include "cuda/cuda_test_support.h"
+#include "cuda/recurrent_test_support.h"
 #include "numerics.h"
 #include "test_files.h"
 
@@ -139,6 +142,96 @@ TEST_F(FoldedQkNormRope, EqualsQkNormRopeThenAttentionBitForBit) {
     check_folded_equals_separate<__nv_bfloat16>(c, rng_);
     check_folded_equals_separate<float>(c, rng_);
   }
+}
+
+// Bifocal(window 64, learned sink): one step from a cache of earlier tokens and a random mLSTM
+// state, both ways; state=kv and state=q; with and without q/k norm.
+template <typename T>
+void check_bifocal_folded_equals_separate(int query_heads, int kv_heads, int d, bool state_per_query_head,
+                                          bool q_k_norm, std::mt19937& rng) {
+  SCOPED_TRACE("bifocal Hq " + std::to_string(query_heads) + " Hkv " + std::to_string(kv_heads) + " d " +
+               std::to_string(d) + (state_per_query_head ? " state=q" : " state=kv") + (q_k_norm ? " q/k norm" : ""));
+  constexpr int kWindow = 64, kHidden = 96;
+  constexpr std::int64_t kPosition = 200;
+  const int states = state_per_query_head ? query_heads : kv_heads;
+  const cpu::MlstmShape shape{query_heads, kv_heads, states, d};
+  const std::size_t row = std::size_t(kv_heads) * d;
+  const testing::MlstmSequence x(shape, 1, rng);  // q, k, v of the new token
+  const testing::GateProjections<T> gates(shape, kHidden, 1, rng);
+  testing::HostMlstmState start(shape);
+  for (float& value : start.matrix) value = std::normal_distribution<float>()(rng);
+  for (float& value : start.normalizer) value = std::normal_distribution<float>()(rng);
+  for (float& value : start.stabilizer) value = std::normal_distribution<float>()(rng);
+  std::vector<float> cache_keys = random_vector(kWindow * row, rng), cache_values = random_vector(kWindow * row, rng);
+  std::vector<std::int64_t> slot_positions(kWindow);
+  for (std::int64_t p = kPosition - kWindow; p < kPosition; ++p) slot_positions[p % kWindow] = p;
+  slot_positions[kPosition % kWindow] = -1;  // the new token's slot, stored by the step
+  std::vector<float> norm(d), inv_freq(d / 2);
+  for (float& w : norm) w = 1.0f + 0.3f * std::normal_distribution<float>()(rng);
+  for (int i = 0; i < d / 2; ++i) inv_freq[i] = float(std::pow(1e6, -2.0 * i / d));
+  const auto sinks = testing::on_device(random_vector(query_heads, rng));
+  const auto device_norm = testing::on_device(to_storage<T>(norm)), device_inv_freq = testing::on_device(inv_freq);
+  const auto device_value = testing::on_device(x.v);
+  const auto device_position = testing::on_device(std::vector<std::int64_t>{kPosition});
+  const T* norm_weight = q_k_norm ? device_norm.data() : nullptr;
+  constexpr float kEps = 1e-6f;
+
+  struct Run {
+    DeviceBuffer<float> q, k;
+    DeviceBuffer<T> keys, values;
+    DeviceBuffer<std::int64_t> slot_positions;
+    testing::DeviceMlstmState state;
+    DeviceBuffer<T> out;
+    DeviceBuffer<std::byte> workspace;
+  };
+  auto fresh = [&] {
+    return Run{testing::on_device(x.q), testing::on_device(x.k), testing::on_device(to_storage<T>(cache_keys)),
+               testing::on_device(to_storage<T>(cache_values)), testing::on_device(slot_positions),
+               testing::DeviceMlstmState(start), testing::poisoned<T>(x.q.size()),
+               DeviceBuffer<std::byte>(cuda::bifocal_decode_workspace_bytes(shape, kWindow))};
+  };
+  auto args_of = [&](Run& run) {
+    cuda::BifocalDecodeArgs<T> args{};
+    args.shape = shape;
+    args.keys = run.keys.data(), args.values = run.values.data(), args.slot_positions = run.slot_positions.data();
+    args.window = kWindow, args.learned_sinks = sinks.data(), args.position = device_position.data();
+    args.q = run.q.data(), args.k = run.k.data(), args.v = device_value.data();
+    args.gates = gates.projections(0);
+    args.mix_weight = gates.gpu_mix_weight.data(), args.mix_bias = gates.gpu_mix_bias.data();
+    args.state = run.state.view(), args.out = run.out.data(), args.workspace = run.workspace.data();
+    return args;
+  };
+  Run separate = fresh();
+  cuda::qk_norm_rope<T>(separate.q.data(), separate.k.data(), norm_weight, norm_weight, kEps, device_position.data(),
+                        device_inv_freq.data(), 1, query_heads, kv_heads, d, true, nullptr);
+  cuda::bifocal_decode<T>(args_of(separate), nullptr);
+  Run folded = fresh();
+  auto folded_args = args_of(folded);
+  folded_args.rope_inv_freq = device_inv_freq.data();
+  folded_args.q_norm = norm_weight;
+  folded_args.k_norm = norm_weight;
+  folded_args.norm_eps = kEps;
+  cuda::bifocal_decode<T>(folded_args, nullptr);
+  testing::synchronize();
+
+  const auto want = download_floats(separate.out);
+  EXPECT_TRUE(std::all_of(want.begin(), want.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_EQ(download_floats(folded.out), want) << "output";
+  EXPECT_EQ(folded.state.matrix.download(), separate.state.matrix.download()) << "C";
+  EXPECT_EQ(folded.state.normalizer.download(), separate.state.normalizer.download()) << "n";
+  EXPECT_EQ(folded.state.stabilizer.download(), separate.state.stabilizer.download()) << "m";
+  EXPECT_EQ(download_floats(folded.keys), download_floats(separate.keys)) << "stored key";
+  EXPECT_EQ(folded.slot_positions.download(), separate.slot_positions.download()) << "slot positions";
+}
+
+TEST_F(FoldedQkNormRope, BifocalEqualsQkNormRopeThenTheStepBitForBit) {
+  for (const bool state_per_query_head : {false, true})
+    for (const bool q_k_norm : {true, false}) {
+      check_bifocal_folded_equals_separate<__nv_bfloat16>(32, 8, 128, state_per_query_head, q_k_norm, rng_);
+      check_bifocal_folded_equals_separate<float>(32, 8, 128, state_per_query_head, q_k_norm, rng_);
+    }
+  check_bifocal_folded_equals_separate<__nv_bfloat16>(8, 2, 48, false, true, rng_);  // the testbed's shape
+  check_bifocal_folded_equals_separate<__nv_bfloat16>(16, 4, 256, false, true, rng_);  // Qwen3.5-like d
 }
 
 TEST_F(FoldedQkNormRope, ALongCacheRefusesTheFoldedForm) {
