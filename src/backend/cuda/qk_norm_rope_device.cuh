@@ -17,6 +17,8 @@ namespace bifocal::cuda::device {
 // No norm when norm_weight is null; no rotation when apply_rope is false. `staged` is d floats of
 // shared memory (RoPE pairs element i with i + d/2, another lane's); out may be staged itself or
 // in (the whole warp has read in before anything is written). Every lane of the warp calls it.
+// The fused multiply-adds are written out (fmaf), not left to the compiler's contraction, which
+// may choose differently in different kernels: the same bits wherever this is inlined.
 template <typename T>
 __device__ void norm_rope_head(const float* in, float* staged, float* out, const T* norm_weight, float eps,
                                bool apply_rope, float position, const float* inv_freq, int d, float scale) {
@@ -25,7 +27,7 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
   for (int i = lane; i < d; i += 32) {
     const float value = in[i];
     staged[i] = value;
-    sum_squares += value * value;
+    sum_squares = fmaf(value, value, sum_squares);
   }
   if (norm_weight != nullptr) {
     const float inverse_rms = 1.0f / sqrtf(warp_sum(sum_squares) / float(d) + eps);
@@ -42,7 +44,7 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
     float s, c;
     sincosf(angle, &s, &c);
     const float a = staged[i], b = staged[i + half];
-    const float rotated_a = a * c - b * s, rotated_b = b * c + a * s;
+    const float rotated_a = fmaf(a, c, -(b * s)), rotated_b = fmaf(b, c, a * s);
     out[i] = rotated_a * scale;
     out[i + half] = rotated_b * scale;
   }
