@@ -561,6 +561,9 @@ void attention_decode(const DecodeAttentionArgs<T>& a, void* workspace, OutT* ou
   if (a.new_key != nullptr && ring && a.window > 0 && a.window <= a.sink_tokens)
     fail("attention_decode", "the window must be larger than the sink tokens");
   if (a.slots <= kWindowDecodeMaxSlots) return attention_decode_window(a, out, stream);
+  if (a.rope_inv_freq != nullptr)
+    fail("attention_decode", "q/k norm and RoPE are folded in only for caches of at most " +
+                                 std::to_string(kWindowDecodeMaxSlots) + " slots, not " + std::to_string(a.slots));
   if (a.new_key != nullptr)  // the store first, as the caller would have launched it
     store_kv_slots<T>(a.new_key, a.new_value, 1, a.query_position, a.keys, a.values,
                       a.slot_positions, a.kv_heads, a.head_dim, ring ? a.window : 0,

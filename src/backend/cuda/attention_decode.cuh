@@ -55,6 +55,16 @@ struct DecodeAttentionArgs {
   // inside its one kernel; a longer one launches the store before the split kernel.
   const float* new_key = nullptr;
   const float* new_value = nullptr;
+  // Optional, decode's q/k norm and RoPE folded in: `query` and `new_key` arrive as the projections
+  // wrote them, and the kernel applies what dense_kernels' qk_norm_rope would (the same bits:
+  // device::norm_rope_head) — the per-head RMSNorm with q_norm / k_norm (either null: none), then
+  // RoPE at query_position with rope_inv_freq [head_dim / 2] — so the step launches no
+  // qk_norm_rope. Only the one-launch path (slots ≤ kWindowDecodeMaxSlots) does; attention_decode
+  // refuses it on longer caches.
+  const float* rope_inv_freq = nullptr;
+  const T* q_norm = nullptr;
+  const T* k_norm = nullptr;
+  float norm_eps = 0.0f;
   // The kernels let the next one launch only after their wait for the previous one, not at their
   // start (dependent_launch.h, "triggered after the wait"): Bifocal's mLSTM step, launched next,
   // then reads everything but this output before it waits.

@@ -48,6 +48,7 @@
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/qk_norm_rope_device.cuh"
 #include "backend/cuda/recurrent_device.cuh"
 #include "bifocal/error.h"
 
@@ -302,6 +303,15 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   gate_products(rows, vectorized_gates, weights, gate_partials);
   wait_async_copies();
   __syncthreads();
+  if (a.rope_inv_freq != nullptr) {  // q/k norm and RoPE folded in: the readers' q, then k, a warp each
+    const float position = float(__ldcg(a.position));
+    for (int item = int(threadIdx.x) / 32; item <= readers; item += kWarps) {
+      float* row = item < readers ? query + item * d : key;
+      device::norm_rope_head(row, row, row, item < readers ? a.q_norm : a.k_norm, a.norm_eps, true, position,
+                             a.rope_inv_freq, d, 1.0f);
+    }
+    __syncthreads();
+  }
 
   // 2. The step: m_t, f′, i′ (DESIGN.md mlstm). n_{t−1} and m_{t−1} are now in shared memory:
   //    this block no longer needs them where they are stored.

@@ -70,6 +70,14 @@ struct MlstmDecodeArgs {
   cpu::MlstmState state{};
   T* out = nullptr;  // [Hq, d]
   MlstmMix<T> mix;
+  // Optional, Bifocal's decode with the layer's q/k norm and RoPE folded in (attention_decode.cuh,
+  // DecodeAttentionArgs::rope_inv_freq): q and k arrive raw and the step applies them to its copies,
+  // RoPE at *position.
+  const float* rope_inv_freq = nullptr;  // [d/2]
+  const T* q_norm = nullptr;             // [d] or null
+  const T* k_norm = nullptr;
+  float norm_eps = 0.0f;
+  const std::int64_t* position = nullptr;
 };
 
 template <typename T>
