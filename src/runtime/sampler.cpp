@@ -21,16 +21,13 @@ Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params)
 
 namespace {
 
-// NaN and +∞ have no place in the order (−∞ is a masked token): the model's activations overflowed
-// — fp16's range ends at ±65,504 — or its weights hold NaN or ∞. Any token drawn from such logits
+// NaN and +∞ have no place in the order (−∞ is a masked token): any token drawn from such logits
 // would be an arbitrary one, given in silence.
 void check_logits(std::span<const float> logits) {
   const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
   if (bad == logits.end()) return;
   fail("sampler", "the logit of token " + std::to_string(bad - logits.begin()) + " is " +
-                      (std::isnan(*bad) ? "NaN" : "+inf") +
-                      ": the model's activations overflowed (under --dtype fp16, past fp16's ±65,504: try --dtype "
-                      "bf16) or its weights hold NaN or inf");
+                      (std::isnan(*bad) ? "NaN" : "+inf") + ": " + kNonFiniteLogitsCause);
 }
 
 }  // namespace

@@ -322,9 +322,8 @@ std::int32_t CudaModel<T>::decode_and_sample(DeviceSession& session, std::int64_
   // overflowed (fp16's range ends at ±65,504) or the weights hold NaN. The next step must not
   // embed that id, and the caller must not print an arbitrary one.
   if (next < 0 || next >= config_.vocab_size)
-    fail("decode", "the logits at position " + std::to_string(position) +
-                       " hold no finite value: the model's activations overflowed (under --dtype fp16, past fp16's "
-                       "±65,504: try --dtype bf16) or its weights hold NaN or inf");
+    fail("decode", "the logits at position " + std::to_string(position) + " hold no finite value: " +
+                       kNonFiniteLogitsCause);
   s.device_position = position + 1;
   s.device_token = next;
   return next;
