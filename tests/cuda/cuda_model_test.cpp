@@ -201,7 +201,8 @@ TEST_F(CudaModel, RollingPositionsAreRefusedByName) {
 // cause, on both paths: the host sampler after prefill, the device sampler in the decode graph.
 TEST_F(CudaModel, LogitsWithoutAFiniteValueAreAnErrorNotAToken) {
   testing::TempDir dir;
-  const Model gpu = Model::load(testing::golden_qwen3_with_infinite_final_norm(dir.path()), on("swa:window=16,sinks=4", "cuda"));
+  const auto checkpoint = testing::golden_qwen3_with_infinite_final_norm(dir.path());
+  const Model gpu = Model::load(checkpoint, on("swa:window=16,sinks=4", "cuda"));
   Session session = gpu.new_session(64);
   Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, gpu.config().vocab_size);
   const std::vector<std::int32_t> prompt = {5, 17, 99, 3};
