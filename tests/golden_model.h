@@ -1,12 +1,15 @@
 // Access to the HF-made model fixtures under tests/golden/models/ (tools/golden/make_models.py).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
@@ -38,6 +41,25 @@ class TestbedSuite : public ::testing::Test {
   static inline std::unique_ptr<Tokenizer> tokenizer_;
   static inline std::unique_ptr<Model> model_;
 };
+
+// A copy of the golden Qwen3 checkpoint in `dir` whose final norm weight is +inf in bf16: every
+// logit is then NaN (∞ · x summed over both signs in the LM head), as after an fp16 overflow.
+inline std::filesystem::path golden_qwen3_with_infinite_final_norm(const std::filesystem::path& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(golden_model("qwen3_bf16")))
+    std::filesystem::copy_file(entry.path(), dir / entry.path().filename());
+  const auto path = dir / "model.safetensors";
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::uint64_t header_bytes = 0;
+  file.read(reinterpret_cast<char*>(&header_bytes), sizeof header_bytes);  // little-endian, as the host
+  std::string header(header_bytes, '\0');
+  file.read(header.data(), std::streamsize(header_bytes));
+  const auto tensor = nlohmann::json::parse(header).at("model.norm.weight");
+  EXPECT_EQ(tensor.at("dtype"), "BF16");
+  const std::uint64_t begin = tensor.at("data_offsets")[0], end = tensor.at("data_offsets")[1];
+  file.seekp(std::streamoff(8 + header_bytes + begin));
+  for (std::uint64_t at = begin; at < end; at += 2) file.write("\x80\x7f", 2);  // bf16 +inf
+  return dir;
+}
 
 // HF's outputs for one fixture: prompt ids, 16 greedy ids, float64-exact logits of the whole
 // sequence, and the prompt logits computed in the checkpoint's own dtype.

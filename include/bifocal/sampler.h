@@ -16,6 +16,12 @@ struct SamplingParams {
   std::uint64_t seed = 0;
 };
 
+// Why a model's logits hold NaN or +inf, for the errors that stop sampling from them (the CPU
+// Sampler's, and the CUDA decode step's when its device sampler finds no finite logit).
+inline constexpr const char* kNonFiniteLogitsCause =
+    "the model's activations overflowed (under --dtype fp16, past fp16's ±65,504: try --dtype bf16) or its weights "
+    "hold NaN or inf";
+
 // Validates params (throws bifocal::Error naming the flag) and owns the buffers sampling needs,
 // so sample() allocates nothing. Order as in HF's logits processors: temperature, top-k, top-p.
 class Sampler {

@@ -19,7 +19,21 @@ Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params)
   candidates_.resize(vocab_size);
 }
 
+namespace {
+
+// NaN and +∞ have no place in the order (−∞ is a masked token): any token drawn from such logits
+// would be an arbitrary one, given in silence.
+void check_logits(std::span<const float> logits) {
+  const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
+  if (bad == logits.end()) return;
+  fail("sampler", "the logit of token " + std::to_string(bad - logits.begin()) + " is " +
+                      (std::isnan(*bad) ? "NaN" : "+inf") + ": " + kNonFiniteLogitsCause);
+}
+
+}  // namespace
+
 std::int32_t Sampler::sample(std::span<const float> logits) {
+  check_logits(logits);
   if (params_.temperature <= 0.0f) return argmax(logits);
   const std::size_t vocab = logits.size();
   for (std::size_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i] / params_.temperature, std::int32_t(i)};

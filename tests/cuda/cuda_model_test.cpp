@@ -235,6 +235,19 @@ TEST_F(CudaModel, RollingPositionsAreRefusedByName) {
                         {"positions=rolling", "not available on the CUDA backend"});
 }
 
+// Logits with no finite value (an overflow) stop the generation with an error that names the
+// cause, on both paths: the host sampler after prefill, the device sampler in the decode graph.
+TEST_F(CudaModel, LogitsWithoutAFiniteValueAreAnErrorNotAToken) {
+  testing::TempDir dir;
+  const auto checkpoint = testing::golden_qwen3_with_infinite_final_norm(dir.path());
+  const Model gpu = Model::load(checkpoint, on("swa:window=16,sinks=4", "cuda"));
+  Session session = gpu.new_session(64);
+  Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, gpu.config().vocab_size);
+  const std::vector<std::int32_t> prompt = {5, 17, 99, 3};
+  testing::expect_error([&] { sampler.sample(gpu.prefill(session, prompt)); }, {"sampler", "NaN", "--dtype bf16"});
+  testing::expect_error([&] { gpu.decode_and_sample(session, 7, sampler); }, {"decode", "no finite value"});
+}
+
 TEST_F(CudaModel, FullAttentionPastTheSessionCapacityIsAnError) {
   const Model gpu = Model::load(golden_model("qwen3_bf16"), on("full", "cuda"));
   Session session = gpu.new_session(8);
