@@ -180,19 +180,23 @@ TEST_F(CudaModel, TestbedLogitsMatchTheCpuInBf16) {
 }
 
 // mlstm alone on the testbed, in fp32: the kernels against the CPU with bf16 rounding out of the
-// way. The model's ill-conditioning (above) still magnifies summation order; the bound is a first
-// guess (fp32 order moved the perplexity by 0.4%) until a run measures it — a wrong kernel moves
-// these logits by O(1).
+// way. The model's ill-conditioning (above) magnifies summation order along the sequence: over 300
+// tokens the logits' relative error measured 0.042 (stop 15, both state kinds; the testbed has as
+// many kv heads as q heads), where a wrong kernel moves them by O(1). Over the first 24 tokens the
+// magnification has not set in, and the bound is fp32's.
 TEST_F(CudaModel, TestbedMlstmLogitsMatchTheCpuInFp32) {
   testing::ErrorLog log{"cuda fp32 vs cpu, testbed, mlstm alone"};
   std::vector<std::int32_t> tokens = {1};
   for (int i = 1; i < 300; ++i) tokens.push_back(std::int32_t((i * 7919) % 12000 + 2));
+  const std::vector<std::int32_t> first_tokens(tokens.begin(), tokens.begin() + 24);
   for (const auto& mixer : kMixers) {
     if (!mixer.starts_with("mlstm")) continue;
     SCOPED_TRACE(mixer);
     const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
     const Model gpu = Model::load(testbed_model(), on(mixer, "cuda", "fp32"));
-    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))), 2e-2);
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, first_tokens, 8), all_logits(cpu, first_tokens, 8))),
+              1e-3);
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))), 0.1);
   }
 }
 
