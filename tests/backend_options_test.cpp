@@ -4,6 +4,7 @@
 #include "bifocal/model.h"
 #include "cli_runner.h"
 #include "golden_model.h"
+#include "model/device_model.h"
 #include "test_files.h"
 
 namespace bifocal {
@@ -18,6 +19,25 @@ TEST(BackendOptions, UnknownBackendOrDtypeIsNamed) {
   bad_dtype.dtype = "bf16";  // the CPU computes in fp32
   testing::expect_error([&] { Model::load(testing::golden_model("qwen3_bf16"), bad_dtype); },
                         {"--dtype", "needs --backend cuda"});
+}
+
+// --dtype's values for the CUDA backend: auto means bf16; fp16 and bf16 both store 2 bytes.
+TEST(BackendOptions, DeviceDtypesParseAndSizeTheirElements) {
+  EXPECT_EQ(parse_device_dtype("auto"), DeviceDtype::BFloat16);
+  EXPECT_EQ(parse_device_dtype("bf16"), DeviceDtype::BFloat16);
+  EXPECT_EQ(parse_device_dtype("fp16"), DeviceDtype::Float16);
+  EXPECT_EQ(parse_device_dtype("fp32"), DeviceDtype::Float32);
+  EXPECT_EQ(device_dtype_bytes(DeviceDtype::BFloat16), 2u);
+  EXPECT_EQ(device_dtype_bytes(DeviceDtype::Float16), 2u);
+  EXPECT_EQ(device_dtype_bytes(DeviceDtype::Float32), 4u);
+  testing::expect_error([] { parse_device_dtype("fp8"); }, {"--dtype", "unknown dtype 'fp8'", "fp16"});
+  ModelOptions fp16_on_cpu;
+  fp16_on_cpu.dtype = "fp16";  // the CPU computes in fp32
+  testing::expect_error([&] { Model::load(testing::golden_model("qwen3_bf16"), fp16_on_cpu); },
+                        {"--dtype", "needs --backend cuda"});
+  const auto bench = testing::run_cli("bench --shape paper-fig2 --mixer full --context 1k --dtype fp8");
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_NE(bench.output.find("--dtype"), std::string::npos) << bench.output;
 }
 
 #ifndef BIFOCAL_WITH_CUDA

@@ -47,9 +47,9 @@ Run add_bench_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--gen", o.generated_tokens, "Decode steps timed per repeat")->capture_default_str();
   command->add_option("--repeat", o.repeats, "Repeats; the median is reported")->capture_default_str();
-  command->add_option("--dtype", o.dtype, "Weight and KV storage: bf16 or fp32")
+  command->add_option("--dtype", o.dtype, "Weight and KV storage: bf16, fp16 (the paper's) or fp32")
       ->capture_default_str()
-      ->check(CLI::IsMember({"bf16", "fp32"}));
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   command->add_option("--max-prefill", o.max_prefill, "Longest prompt whose prefill (and TTFT) is timed")->capture_default_str();
   command->add_option("--seed", o.seed, "Seed of the synthetic weights and prompts")->capture_default_str();
   command->add_option("--ablate", o.ablate_kernels,

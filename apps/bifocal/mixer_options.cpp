@@ -19,10 +19,10 @@ void add_backend_options(CLI::App& command, BackendFlags& flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command.add_option("--dtype", flags.dtype,
-                     "Weight and KV-cache storage on the CUDA backend: auto (= bf16), bf16, or fp32 (a test path); "
-                     "the CPU backend computes in fp32")
+                     "Weight and KV-cache storage on the CUDA backend: auto (= bf16), bf16, fp16, or fp32 (a test "
+                     "path); the CPU backend computes in fp32")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "bf16", "fp32"}));
+      ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
 }
 
 ModelOptions model_options(const std::string& mixer, std::int64_t budget, const BackendFlags& backend) {

@@ -25,7 +25,7 @@ struct ModelOptions {
   std::optional<std::string> mixer;          // --mixer SPEC: replaces the config's default mixer
   std::optional<std::int64_t> budget_tokens;  // --budget N: KV-token equivalents allowed per layer
   std::string backend = "cpu";                // --backend cpu|cuda
-  std::string dtype = "auto";                 // --dtype auto|bf16|fp32: CUDA weight and KV storage (auto: bf16)
+  std::string dtype = "auto";                 // --dtype auto|bf16|fp16|fp32: CUDA weight and KV storage (auto: bf16)
 };
 
 // Measures attention sinks during a forward pass: for each layer, the softmax probability mass

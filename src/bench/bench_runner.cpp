@@ -64,7 +64,7 @@ BenchModel load_bench_model(const BenchOptions& options, const std::string& mixe
     const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
     DeviceModelSource source{.config = &bench.config, .weights = nullptr, .layer_mixers = {}, .layer_parameters = {},
                              .rope_inv_freq = rope_inverse_frequencies(c.rope, c.head_dim),
-                             .dtype = options.dtype == "fp32" ? DeviceDtype::Float32 : DeviceDtype::BFloat16,
+                             .dtype = parse_device_dtype(options.dtype),
                              .synthetic_seed = options.seed};
     for (int layer = 0; layer < c.num_layers; ++layer) {
       source.layer_mixers.push_back(spec);
@@ -118,7 +118,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   report.dtype = options.dtype;
   report.generated_tokens = options.generated_tokens;
   report.repeats = options.repeats;
-  const std::size_t element_bytes = options.dtype == "fp32" ? 4 : 2;
+  const std::size_t element_bytes = device_dtype_bytes(parse_device_dtype(options.dtype));
   double bandwidth = 0;
   std::mt19937_64 rng(options.seed);
 

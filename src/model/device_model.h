@@ -21,7 +21,13 @@ namespace bifocal {
 struct ModelWeights;
 
 // Weight and KV-cache storage on the device; activations and recurrent states are fp32 always.
-enum class DeviceDtype { BFloat16, Float32 };
+// fp16 and bf16 move the same bytes; fp16 is the paper's storage (and HF's for fp16 checkpoints),
+// fp32 a test path.
+enum class DeviceDtype { BFloat16, Float16, Float32 };
+
+// The --dtype flag's value: auto (= bf16), bf16, fp16 or fp32; anything else fails naming --dtype.
+DeviceDtype parse_device_dtype(const std::string& name);
+std::size_t device_dtype_bytes(DeviceDtype dtype);
 
 // One sequence's state on the device: every layer's cache or recurrent state, and the scratch.
 class DeviceSession {

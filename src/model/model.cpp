@@ -49,13 +49,16 @@ void check_budget(const MixerSpec& spec, const LayerShape& shape, int layer, std
                                                          memory.token_equivalents(), budget));
 }
 
-DeviceDtype device_dtype(const std::string& dtype) {
-  if (dtype == "auto" || dtype == "bf16") return DeviceDtype::BFloat16;
-  if (dtype == "fp32") return DeviceDtype::Float32;
-  fail("--dtype", "unknown dtype '" + dtype + "' (expected auto, bf16 or fp32)");
+}  // namespace
+
+DeviceDtype parse_device_dtype(const std::string& name) {
+  if (name == "auto" || name == "bf16") return DeviceDtype::BFloat16;
+  if (name == "fp16") return DeviceDtype::Float16;
+  if (name == "fp32") return DeviceDtype::Float32;
+  fail("--dtype", "unknown dtype '" + name + "' (expected auto, bf16, fp16 or fp32)");
 }
 
-}  // namespace
+std::size_t device_dtype_bytes(DeviceDtype dtype) { return dtype == DeviceDtype::Float32 ? 4 : 2; }
 
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
   Model model;
@@ -79,7 +82,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
   DeviceModelSource device_source{.config = &model.config_, .weights = model.weights_.get(), .layer_mixers = {},
                                   .layer_parameters = {}, .rope_inv_freq = model.rope_inv_freq_,
-                                  .dtype = device_dtype(options.dtype), .synthetic_seed = 0};
+                                  .dtype = parse_device_dtype(options.dtype), .synthetic_seed = 0};
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const MixerSpec spec = choose_layer_mixer(c, configured, options, layer);
     // Full layers the config places on purpose (a single layer or the pattern) are exempt.

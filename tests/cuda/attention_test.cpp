@@ -1,6 +1,6 @@
 // The CUDA softmax attention kernels (attention_decode.cuh, attention_prefill.cuh) against the
 // CPU backend's attention (CpuBackend::attention) on the very key/value values the device holds
-// (bf16-rounded for bf16 storage). Fresh random inputs each run (the seed is printed with any
+// (rounded to bf16 or fp16 for 16-bit storage). Fresh random inputs each run (the seed is printed with any
 // failure); outputs poisoned (0xFF: NaN) before each run; empty cache slots and cache rows past
 // the query hold NaN, so reading one shows. Masks: full, swa(w, s), learned sink, none; caches
 // partially filled, wrapped rings (positions far past the window), shuffled slots; GQA 1:1, 3:1,
@@ -9,16 +9,16 @@
 // kernel (attention_decode_window.cu): 1 … 8 blocks per cluster (slots 1, 15, 16, 17, …), one
 // round of loads or double-buffered rounds (d = 256, fp32 near 2K), linear caches split by the
 // position (blocks with no slot), rings by slot, empty ring slots (NaN) skipped. Longer caches
-// take the split kernel (attention_decode.cu): bf16 on tensor cores, fp32 on plain FMA, many
+// take the split kernel (attention_decode.cu): bf16/fp16 on tensor cores, fp32 on plain FMA, many
 // ranges and the combine kernel; head dims ≡ 8 (mod 16) (zero-padded mma k-step); GQA groups
 // 1 … 16 (> 8: several blocks or clusters per KV head); linear caches much larger than the
-// query's position, windows over a linear cache (hidden rows never read). Every case runs bf16
-// and fp32 caches and both output types; cases whose slot rule is store_kv_slots' (all but the
+// query's position, windows over a linear cache (hidden rows never read). Every case runs bf16,
+// fp16 and fp32 caches and both output types; cases whose slot rule is store_kv_slots' (all but the
 // shuffled ones) also run with the store folded in (DecodeAttentionArgs::new_key): the new
 // token's cache row poisoned and its slot marked empty before, its bytes and position checked
 // after.
 // Tolerances: fp32 outputs 1e-5 (the same fp32 math, only the summation order differs);
-// bf16 outputs 5e-3 (one rounding, ≤ 2⁻⁹ relative per element).
+// bf16 outputs 5e-3 (one rounding, ≤ 2⁻⁹ relative per element), fp16 outputs 1e-3 (≤ 2⁻¹²).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,11 +54,12 @@ using testing::download_floats;
 
 constexpr double kFp32Tolerance = 1e-5;
 constexpr double kBf16Tolerance = 5e-3;
+constexpr double kFp16Tolerance = 1e-3;
 constexpr double kTensorCorePrefillTolerance = 1e-2;
 
 template <typename OutT>
 double tolerance_for() {
-  return std::is_same_v<OutT, float> ? kFp32Tolerance : kBf16Tolerance;
+  return std::is_same_v<OutT, float> ? kFp32Tolerance : std::is_same_v<OutT, __half> ? kFp16Tolerance : kBf16Tolerance;
 }
 
 struct Seeded {
@@ -219,18 +220,22 @@ double decode_error(const DecodeCase& c, std::mt19937& rng, bool double_referenc
 
 class CudaDecodeAttention : public testing::CudaTest, public ::testing::WithParamInterface<DecodeCase> {};
 
-TEST_P(CudaDecodeAttention, MatchesCpuForBf16AndFp32Storage) {
+TEST_P(CudaDecodeAttention, MatchesCpuForBf16Fp16AndFp32Storage) {
   const DecodeCase c = GetParam();
   Seeded seeded;
   SCOPED_TRACE("seed " + std::to_string(seeded.seed));
   testing::ErrorLog log{"decode attention"};
   EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng)), kFp32Tolerance) << "bf16 cache, fp32 out";
+  EXPECT_LT(log.add(decode_error<__half, float>(c, seeded.rng)), kFp32Tolerance) << "fp16 cache, fp32 out";
   EXPECT_LT(log.add(decode_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 cache, fp32 out";
   EXPECT_LT((decode_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "bf16 cache, bf16 out";
+  EXPECT_LT((decode_error<__half, __half>(c, seeded.rng)), kFp16Tolerance) << "fp16 cache, fp16 out";
   EXPECT_LT((decode_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 cache, bf16 out";
   if (c.layout == Layout::Shuffled) return;  // no slot rule to store by
   EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng, false, true)), kFp32Tolerance)
       << "bf16 cache, fp32 out, store folded in";
+  EXPECT_LT(log.add(decode_error<__half, float>(c, seeded.rng, false, true)), kFp32Tolerance)
+      << "fp16 cache, fp32 out, store folded in";
   EXPECT_LT(log.add(decode_error<float, float>(c, seeded.rng, false, true)), kFp32Tolerance)
       << "fp32 cache, fp32 out, store folded in";
 }
@@ -553,24 +558,30 @@ double prefill_error(const PrefillCase& c, std::mt19937& rng) {
 
 class CudaPrefillAttention : public testing::CudaTest, public ::testing::WithParamInterface<PrefillCase> {};
 
-// bf16 keys with head_dim 64 or 128 take the tensor-core kernel (attention_prefill_tensor_core.cu),
-// which rounds q and the softmax weights to bf16 as well: its error bound is the one derived in
+// bf16 or fp16 keys with head_dim 64 or 128 take the tensor-core kernel
+// (attention_prefill_tensor_core.cu), which rounds q and the softmax weights to the keys' type as
+// well: its error bound is the one derived (for bf16, the coarser) in
 // tests/cuda/attention_prefill_tensor_core_test.cpp, not fp32's.
-double bf16_keys_tolerance(const PrefillCase& c, double otherwise) {
+double sixteen_bit_keys_tolerance(const PrefillCase& c, double otherwise) {
   const bool tensor_cores = c.head_dim == 64 || c.head_dim == 128;
   return tensor_cores ? kTensorCorePrefillTolerance : otherwise;
 }
 
-TEST_P(CudaPrefillAttention, MatchesCpuForBf16AndFp32Storage) {
+TEST_P(CudaPrefillAttention, MatchesCpuForBf16Fp16AndFp32Storage) {
   const PrefillCase c = GetParam();
   Seeded seeded;
   SCOPED_TRACE("seed " + std::to_string(seeded.seed));
   testing::ErrorLog log{"prefill attention"};
-  EXPECT_LT(log.add(prefill_error<__nv_bfloat16, float>(c, seeded.rng)), bf16_keys_tolerance(c, kFp32Tolerance))
+  EXPECT_LT(log.add(prefill_error<__nv_bfloat16, float>(c, seeded.rng)),
+            sixteen_bit_keys_tolerance(c, kFp32Tolerance))
       << "bf16 keys, fp32 out";
+  EXPECT_LT(log.add(prefill_error<__half, float>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kFp32Tolerance))
+      << "fp16 keys, fp32 out";
   EXPECT_LT(log.add(prefill_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 keys, fp32 out";
-  EXPECT_LT((prefill_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), bf16_keys_tolerance(c, kBf16Tolerance))
+  EXPECT_LT((prefill_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kBf16Tolerance))
       << "bf16 keys, bf16 out";
+  EXPECT_LT((prefill_error<__half, __half>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kFp16Tolerance))
+      << "fp16 keys, fp16 out";
   EXPECT_LT((prefill_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 keys, bf16 out";
 }
 

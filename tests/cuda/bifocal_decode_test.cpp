@@ -211,6 +211,7 @@ class BifocalDecode : public testing::CudaTest, public ::testing::WithParamInter
 
 TEST_P(BifocalDecode, EqualsTheCpuComposition) {
   run_case<__nv_bfloat16>(GetParam());
+  run_case<__half>(GetParam());
   run_case<float>(GetParam());
 }
 

@@ -1,16 +1,18 @@
 // The CUDA backend as a whole against the CPU backend (the reference): logits of every golden
-// model and of the testbed model for every mixer, in bf16 (within bf16 rounding) and in fp32
+// model and of the testbed model for every mixer, in bf16 (within bf16 rounding), in fp16 (the
+// golden models, within fp16 rounding) and in fp32
 // (to fp32 rounding, and ≥ 64 identical greedy tokens), decode = prefill on the device, the
 // session's state bytes = the accounting, and the errors for what the backend does not run.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "bifocal/budget.h"
 #include "bifocal/model.h"
-#include "bifocal/sampler.h"
 #include "cuda/cuda_test_support.h"
+#include "cuda/greedy_decode.h"
 #include "golden_model.h"
 #include "numerics.h"
 #include "test_files.h"
@@ -53,36 +55,42 @@ class CudaModel : public testing::CudaTest {};
 // kernels to fp32 rounding; this bound only absorbs the conditioning.
 double bf16_bound(const std::string& mixer) { return mixer.starts_with("mlstm") ? 0.15 : 3e-2; }
 
-// bf16 weights, KV and activations at the products' inputs against the CPU's fp32 on the same
-// checkpoint: the difference is bf16 rounding (2^-8 relative per operand) carried through the layers.
-TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
-  testing::ErrorLog log{"cuda bf16 vs cpu, golden models"};
-  for (const auto& name : testing::golden_model_names()) {
-    const auto reference = testing::GoldenReference::load(name);
-    const auto tokens = reference.full_sequence();
-    for (const auto& mixer : kMixers) {
-      SCOPED_TRACE(name + " " + mixer);
-      const Model cpu = Model::load(golden_model(name), on(mixer, "cpu"));
-      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda"));
-      for (const int chunk : {7, 64}) {
-        const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
-        EXPECT_LT(error, bf16_bound(mixer)) << "chunk " << chunk;
-      }
-    }
-  }
-}
-
-TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
-  testing::ErrorLog log{"cuda fp32 vs cpu, golden models"};
+// Every golden model under every mixer, on the device with `dtype` storage against the CPU's
+// fp32, prefilled in each of `chunks`: the logits' relative error stays under bound(mixer).
+void expect_golden_logits_near_the_cpu(const std::string& dtype, double (*bound)(const std::string&),
+                                       std::initializer_list<int> chunks) {
+  const std::string what = "cuda " + dtype + " vs cpu, golden models";
+  testing::ErrorLog log{what.c_str()};
   for (const auto& name : testing::golden_model_names()) {
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
     for (const auto& mixer : kMixers) {
       SCOPED_TRACE(name + " " + mixer);
       const Model cpu = Model::load(golden_model(name), on(mixer, "cpu"));
-      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda", "fp32"));
-      EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 32), all_logits(cpu, tokens, 32))), 1e-4);
+      const Model gpu = Model::load(golden_model(name), on(mixer, "cuda", dtype));
+      for (const int chunk : chunks) {
+        const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), all_logits(cpu, tokens, chunk)));
+        EXPECT_LT(error, bound(mixer)) << "chunk " << chunk;
+      }
     }
   }
+}
+
+// bf16 weights, KV and activations at the products' inputs against the CPU's fp32 on the same
+// checkpoint: the difference is bf16 rounding (2^-8 relative per operand) carried through the layers.
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInBf16) {
+  expect_golden_logits_near_the_cpu("bf16", bf16_bound, {7, 64});
+}
+
+// fp16 storage (`--dtype fp16`, the paper's): the same path with fp16 weights, KV and narrowed
+// activations. fp16 rounds 8× finer than bf16 (2⁻¹¹ against 2⁻⁸), so a quarter of bf16's bound
+// still leaves 2× headroom over the rounding; a wrong conversion anywhere (bf16 bits read as fp16)
+// moves the logits by O(1). The golden models' activations stay far inside fp16's range.
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp16) {
+  expect_golden_logits_near_the_cpu("fp16", [](const std::string& mixer) { return bf16_bound(mixer) / 4; }, {7, 64});
+}
+
+TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
+  expect_golden_logits_near_the_cpu("fp32", [](const std::string&) { return 1e-4; }, {32});
 }
 
 // Prefill n then decode k one at a time = prefill n + k, on the device, for every mixer.
@@ -147,15 +155,7 @@ TEST_F(CudaModel, TestbedGreedyTokensAgreeWithTheCpuInFp32) {
     SCOPED_TRACE(mixer);
     const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
     const Model gpu = Model::load(testbed_model(), on(mixer, "cuda", "fp32"));
-    auto greedy = [&](const Model& model) {
-      Session session = model.new_session(256);
-      Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, model.config().vocab_size);
-      std::int32_t next = sampler.sample(model.prefill(session, prompt));
-      std::vector<std::int32_t> out = {next};
-      while (out.size() < 64) out.push_back(next = model.decode_and_sample(session, next, sampler));
-      return out;
-    };
-    EXPECT_EQ(greedy(gpu), greedy(cpu));
+    EXPECT_EQ(testing::greedy_tokens(gpu, prompt, 64), testing::greedy_tokens(cpu, prompt, 64));
   }
 }
 
@@ -176,6 +176,27 @@ TEST_F(CudaModel, TestbedLogitsMatchTheCpuInBf16) {
     const Model gpu = Model::load(testbed_model(), on(mixer, "cuda"));
     EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))),
               bf16_bound(mixer));
+  }
+}
+
+// mlstm alone on the testbed, in fp32: the kernels against the CPU with bf16 rounding out of the
+// way. The model's ill-conditioning (above) magnifies summation order along the sequence: over 300
+// tokens the logits' relative error measured 0.042 (stop 15, both state kinds; the testbed has as
+// many kv heads as q heads), where a wrong kernel moves them by O(1). Over the first 24 tokens the
+// magnification has not set in, and the bound is fp32's.
+TEST_F(CudaModel, TestbedMlstmLogitsMatchTheCpuInFp32) {
+  testing::ErrorLog log{"cuda fp32 vs cpu, testbed, mlstm alone"};
+  std::vector<std::int32_t> tokens = {1};
+  for (int i = 1; i < 300; ++i) tokens.push_back(std::int32_t((i * 7919) % 12000 + 2));
+  const std::vector<std::int32_t> first_tokens(tokens.begin(), tokens.begin() + 24);
+  for (const auto& mixer : kMixers) {
+    if (!mixer.starts_with("mlstm")) continue;
+    SCOPED_TRACE(mixer);
+    const Model cpu = Model::load(testbed_model(), on(mixer, "cpu"));
+    const Model gpu = Model::load(testbed_model(), on(mixer, "cuda", "fp32"));
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, first_tokens, 8), all_logits(cpu, first_tokens, 8))),
+              1e-3);
+    EXPECT_LT(log.add(testing::relative_error(all_logits(gpu, tokens, 128), all_logits(cpu, tokens, 128))), 0.1);
   }
 }
 

@@ -1,9 +1,10 @@
 // The dense CUDA kernels (src/backend/cuda/dense_kernels.cuh) against the CPU backend, on fresh
-// random inputs each run (the seed is printed with any failure), for bf16 and fp32 weight
+// random inputs each run (the seed is printed with any failure), for bf16, fp16 and fp32 weight
 // storage. Outputs are poisoned with 0xFF bytes (NaN) before each run, so an element a kernel
 // forgets to write fails the comparison. Tolerances: fp32 results of fp32 math on identical
 // inputs 1e-5 relative (measured differences are float rounding, ~1e-7); bf16-stored results
-// 5e-3 (one bf16 rounding is at most 2⁻⁸ relative per element); copies and single adds exact.
+// 5e-3 (one bf16 rounding is at most 2⁻⁸ relative per element), fp16-stored 1e-3 (2⁻¹¹); copies
+// and single adds exact.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,12 +35,13 @@ using testing::upload;
 
 constexpr double kFloatTolerance = 1e-5;
 constexpr double kBf16Tolerance = 5e-3;
+constexpr double kFp16Tolerance = 1e-3;
 
-// Random weights whose values bf16 represents exactly: both storage types then hold the very
-// values the CPU reference uses.
-std::vector<float> bf16_exact_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
+// Random weights every storage type holds exactly (testing::exact_in_16_bits): the device then
+// holds the very values the CPU reference uses.
+std::vector<float> exact_vector(std::size_t size, std::mt19937& rng, float scale = 1.0f) {
   const auto values = random_vector(size, rng, scale);
-  return testing::round_to_bf16(values);
+  return testing::exact_in_16_bits(values);
 }
 
 
@@ -55,7 +57,7 @@ TYPED_TEST(DenseKernels, EmbeddingCopiesTheRowsOfTheIds) {
   CpuBackend cpu;
   const int vocab = 1000;
   for (const auto [n, hidden] : {std::tuple{1, 64}, {7, 96}, {5, 33}, {3, 2560}, {2, 4}}) {
-    const auto table = bf16_exact_vector(std::size_t(vocab) * hidden, this->rng_);
+    const auto table = exact_vector(std::size_t(vocab) * hidden, this->rng_);
     std::vector<std::int32_t> ids(n);
     std::uniform_int_distribution<std::int32_t> id(0, vocab - 1);
     for (auto& i : ids) i = id(this->rng_);
@@ -73,14 +75,15 @@ TYPED_TEST(DenseKernels, EmbeddingCopiesTheRowsOfTheIds) {
   }
 }
 
-TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAndBf16Outputs) {
+TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAnd16BitOutputs) {
   using T = TypeParam;
+  using Narrow = testing::Narrow<T>;  // bf16 out for fp32 and bf16 weights, fp16 for fp16
   CpuBackend cpu;
-  testing::ErrorLog float_log{"rmsnorm, fp32 out"}, bf16_log{"rmsnorm, bf16 out"};
+  testing::ErrorLog float_log{"rmsnorm, fp32 out"}, bf16_log{"rmsnorm, 16-bit out"};
   for (const auto [rows, dim] : {std::tuple{1, 2560}, {7, 96}, {3, 33}, {2, 9728}, {300, 64}, {5, 1}, {4, 1500}}) {
     SCOPED_TRACE("rows " + std::to_string(rows) + ", dim " + std::to_string(dim));
     const auto x = random_vector(std::size_t(rows) * dim, this->rng_, 3.0f);
-    const auto weight = bf16_exact_vector(dim, this->rng_);
+    const auto weight = exact_vector(dim, this->rng_);
     const float eps = 1e-6f;
     std::vector<float> want(x.size());
     cpu.rmsnorm(x.data(), weight.data(), rows, dim, eps, want.data());
@@ -88,7 +91,7 @@ TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAndBf16Outputs) {
     const auto device_x = upload(x);
     const auto device_weight = upload(to_storage<T>(weight));
     DeviceBuffer<float> out_float(x.size());
-    DeviceBuffer<__nv_bfloat16> out_bf16(x.size());
+    DeviceBuffer<Narrow> out_bf16(x.size());
     out_float.fill_bytes(0xFF);
     out_bf16.fill_bytes(0xFF);
     cuda::rmsnorm(device_x.data(), device_weight.data(), rows, dim, eps, out_float.data(), nullptr);
@@ -126,7 +129,7 @@ TYPED_TEST(DenseKernels, QkNormRopeMatchesCpuRmsnormThenRope) {
                        std::to_string(steps.norm) + ", rope " + std::to_string(steps.rope));
           auto q = random_vector(std::size_t(n) * query_heads * d, this->rng_, 2.0f);
           auto k = random_vector(std::size_t(n) * kv_heads * d, this->rng_, 2.0f);
-          const auto q_norm = bf16_exact_vector(d, this->rng_), k_norm = bf16_exact_vector(d, this->rng_);
+          const auto q_norm = exact_vector(d, this->rng_), k_norm = exact_vector(d, this->rng_);
           // Positions up to 128 K: large angles test the float32 angle formation and sin/cos.
           std::vector<std::int64_t> positions(n);
           std::uniform_int_distribution<std::int64_t> position(0, 131071);
@@ -163,7 +166,7 @@ TYPED_TEST(DenseKernels, AddBiasAddsTheBiasToEveryRow) {
   using T = TypeParam;
   for (const auto [rows, cols] : {std::tuple{1, 1}, {3, 37}, {64, 1024}}) {
     const auto out = random_vector(std::size_t(rows) * cols, this->rng_);
-    const auto bias = bf16_exact_vector(cols, this->rng_);
+    const auto bias = exact_vector(cols, this->rng_);
     std::vector<float> want(out.size());
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) want[std::size_t(r) * cols + c] = out[std::size_t(r) * cols + c] + bias[c];
@@ -174,9 +177,9 @@ TYPED_TEST(DenseKernels, AddBiasAddsTheBiasToEveryRow) {
   }
 }
 
-TEST_F(DenseElementwise, SwigluMatchesCpuForFloatAndBf16Outputs) {
+TEST_F(DenseElementwise, SwigluMatchesCpuForFloatAnd16BitOutputs) {
   CpuBackend cpu;
-  testing::ErrorLog float_log{"swiglu, fp32 out"}, bf16_log{"swiglu, bf16 out"};
+  testing::ErrorLog float_log{"swiglu, fp32 out"}, bf16_log{"swiglu, bf16 out"}, fp16_log{"swiglu, fp16 out"};
   for (const std::int64_t count : {std::int64_t(1), std::int64_t(7), std::int64_t(9728), (std::int64_t(1) << 20) + 3}) {
     SCOPED_TRACE("count " + std::to_string(count));
     // Gates up to ±20: silu's saturated tails (e^{−g} overflow for g ≪ 0) are exercised too.
@@ -188,12 +191,16 @@ TEST_F(DenseElementwise, SwigluMatchesCpuForFloatAndBf16Outputs) {
     const auto device_up = upload(up);
     DeviceBuffer<float> out_float(count);
     DeviceBuffer<__nv_bfloat16> out_bf16(count);
+    DeviceBuffer<__half> out_fp16(count);
     out_float.fill_bytes(0xFF);
     out_bf16.fill_bytes(0xFF);
+    out_fp16.fill_bytes(0xFF);
     cuda::swiglu(device_gate.data(), device_up.data(), count, out_float.data(), nullptr);
     cuda::swiglu(device_gate.data(), device_up.data(), count, out_bf16.data(), nullptr);
+    cuda::swiglu(device_gate.data(), device_up.data(), count, out_fp16.data(), nullptr);
     EXPECT_LT(float_log.add(relative_error(out_float.download(), want)), kFloatTolerance);
     EXPECT_LT(bf16_log.add(relative_error(testing::to_float(out_bf16.download()), want)), kBf16Tolerance);
+    EXPECT_LT(fp16_log.add(relative_error(testing::to_float(out_fp16.download()), want)), kFp16Tolerance);
     // In place into the gate buffer, as the CPU forward pass does.
     cuda::swiglu(device_gate.data(), device_up.data(), count, device_gate.data(), nullptr);
     EXPECT_LT(relative_error(device_gate.download(), want), kFloatTolerance) << "in place";
@@ -212,17 +219,21 @@ TEST_F(DenseElementwise, AddResidualAddsElementwise) {
   }
 }
 
-TEST_F(DenseElementwise, ConvertRoundsToNearestBf16) {
+TEST_F(DenseElementwise, ConvertRoundsToNearestBf16AndFp16) {
   for (const std::int64_t count : {std::int64_t(1), std::int64_t(33), std::int64_t(1000003)}) {
     const auto values = random_vector(count, rng_, 100.0f);
     const auto device_values = upload(values);
     DeviceBuffer<__nv_bfloat16> as_bf16(count);
+    DeviceBuffer<__half> as_fp16(count);
     DeviceBuffer<float> as_float(count);
     as_bf16.fill_bytes(0xFF);
+    as_fp16.fill_bytes(0xFF);
     as_float.fill_bytes(0xFF);
     cuda::convert(device_values.data(), as_bf16.data(), count, nullptr);
+    cuda::convert(device_values.data(), as_fp16.data(), count, nullptr);
     cuda::convert(device_values.data(), as_float.data(), count, nullptr);
     EXPECT_EQ(relative_error(testing::to_float(as_bf16.download()), testing::round_to_bf16(values)), 0.0);
+    EXPECT_EQ(relative_error(testing::to_float(as_fp16.download()), testing::as_stored<__half>(values)), 0.0);
     EXPECT_EQ(relative_error(as_float.download(), values), 0.0);
   }
 }

@@ -1,11 +1,11 @@
 // The CUDA matrix products against a double-precision CPU reference (reference::matmul) on the
 // very values the device holds: decode gemv and the fused gate/up SwiGLU gemv (gemv.cuh), and the
 // cuBLAS prefill gemm (gemm.h). Fresh random inputs each run (the seed is printed with any
-// failure), bf16 and fp32 weight storage, shapes from odd tiny ones (scalar tail path, partial
+// failure), bf16, fp16 and fp32 weight storage, shapes from odd tiny ones (scalar tail path, partial
 // warps) to Qwen3-4B's, and the LM head. Outputs are poisoned (0xFF: NaN) before each product
 // that overwrites them. Tolerances: fp32 outputs 1e-5 for gemv (fp32 accumulation of exact
 // products, measured ≤ 4e-7) and 1e-4 for cuBLAS (whose summation order and split we do not
-// control); bf16-stored outputs 5e-3 (one rounding, ≤ 2⁻⁸ relative per element).
+// control); 16-bit outputs 5e-3 (one rounding, ≤ 2⁻⁸ relative per element for bf16, 2⁻¹¹ fp16).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -48,8 +48,8 @@ constexpr double kChainTolerance = 1e-4;
 
 // Random weights bf16 holds exactly — a random sign, exponent in [−8, −1] and 7-bit mantissa,
 // so |w| in [2⁻⁸, 1) — made from raw generator bits, two per 32-bit draw: the LM head needs 389 M
-// of them, and a normal draw per value would take many seconds. Both storage types then hold the
-// same values.
+// of them, and a normal draw per value would take many seconds. Every storage type then holds
+// the same values (fp16 too: its normal range starts at 2⁻¹⁴, its significand has 10 bits).
 std::vector<float> bf16_exact_weights(std::size_t size, std::mt19937& rng) {
   std::vector<float> weights(size);
   for (std::size_t i = 0; i < size; i += 2) {
@@ -97,6 +97,11 @@ struct Shape {
   int m, k;
 };
 
+template <typename T>
+std::string type_name() {
+  return StorageTypeNames::GetName<T>(0);
+}
+
 // Odd sizes (k % 8 ≠ 0: the scalar loop; m not a multiple of the rows per block: idle warps;
 // m = 8193: two rows per warp with a lone last row), then Qwen3-4B's q, k/v, o and down.
 const Shape kSmallShapes[] = {{1, 1}, {3, 5}, {7, 33}, {17, 64}, {31, 96}, {100, 128}, {37, 1000}, {5, 1001}, {8193, 24}};
@@ -110,7 +115,7 @@ std::string describe(const Shape& s) { return "m " + std::to_string(s.m) + ", k 
 template <typename T, typename XT>
 void check_gemv(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log, int x_offset = 0, int w_offset = 0) {
   const auto [m, k] = shape;
-  SCOPED_TRACE(describe(shape) + (std::is_same_v<XT, float> ? ", x fp32" : ", x bf16"));
+  SCOPED_TRACE(describe(shape) + ", x " + type_name<XT>());
   const auto weight = bf16_exact_weights(std::size_t(m) * k, rng);
   const auto bias = bf16_exact_weights(m, rng);
   const auto x = random_vector(k, rng);
@@ -147,7 +152,7 @@ template <typename T, typename XT>
 void check_shared_input(const std::vector<int>& rows, int k, bool accumulate, std::mt19937& rng,
                         testing::ErrorLog& log) {
   SCOPED_TRACE("k " + std::to_string(k) + (accumulate ? ", accumulate" : "") +
-               (std::is_same_v<XT, float> ? ", x fp32" : ", x bf16"));
+               ", x " + type_name<XT>());
   const auto x = random_vector(k, rng);
   const auto device_x = upload(to_storage<XT>(x));
   std::vector<std::vector<float>> residuals, added;
@@ -186,8 +191,8 @@ void check_shared_input(const std::vector<int>& rows, int k, bool accumulate, st
 template <typename T, typename XT, typename OutT>
 void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log) {
   const auto [m, k] = shape;
-  SCOPED_TRACE(describe(shape) + (std::is_same_v<XT, float> ? ", x fp32" : ", x bf16") +
-               (std::is_same_v<OutT, float> ? ", out fp32" : ", out bf16"));
+  SCOPED_TRACE(describe(shape) + ", x " + type_name<XT>() +
+               ", out " + type_name<OutT>());
   // At k = 2560, W·x reaches ±30: silu's curved part and both tails are exercised.
   const auto gate_weight = bf16_exact_weights(std::size_t(m) * k, rng);
   const auto up_weight = bf16_exact_weights(std::size_t(m) * k, rng);
@@ -216,7 +221,7 @@ TYPED_TEST(Gemv, MatchesReferenceOnOddShapes) {
   testing::ErrorLog log{"gemv, odd shapes"};
   for (const Shape& shape : kSmallShapes) {
     check_gemv<TypeParam, float>(shape, this->rng_, log);
-    check_gemv<TypeParam, __nv_bfloat16>(shape, this->rng_, log);
+    check_gemv<TypeParam, testing::Narrow<TypeParam>>(shape, this->rng_, log);
   }
 }
 
@@ -224,7 +229,7 @@ TYPED_TEST(Gemv, MatchesReferenceOnQwen3Shapes) {
   testing::ErrorLog log{"gemv, Qwen3-4B shapes"};
   for (const Shape& shape : kQwen3Shapes) {
     check_gemv<TypeParam, float>(shape, this->rng_, log);
-    check_gemv<TypeParam, __nv_bfloat16>(shape, this->rng_, log);
+    check_gemv<TypeParam, testing::Narrow<TypeParam>>(shape, this->rng_, log);
   }
 }
 
@@ -234,9 +239,9 @@ TYPED_TEST(Gemv, MisalignedInputsFallBackToScalarLoads) {
   testing::ErrorLog log{"gemv, misaligned"};
   const Shape shape{300, 256};
   check_gemv<TypeParam, float>(shape, this->rng_, log, 1, 0);
-  check_gemv<TypeParam, __nv_bfloat16>(shape, this->rng_, log, 1, 0);
+  check_gemv<TypeParam, testing::Narrow<TypeParam>>(shape, this->rng_, log, 1, 0);
   check_gemv<TypeParam, float>(shape, this->rng_, log, 0, 3);
-  check_gemv<TypeParam, __nv_bfloat16>(shape, this->rng_, log, 0, 3);
+  check_gemv<TypeParam, testing::Narrow<TypeParam>>(shape, this->rng_, log, 0, 3);
 }
 
 class GemvLmHead : public SeededCudaTest {};
@@ -254,9 +259,9 @@ TYPED_TEST(Gemv, SharedInputProductsMatchReference) {
   testing::ErrorLog log{"gemv_shared_input"};
   for (const bool accumulate : {false, true}) {
     check_shared_input<TypeParam, float>({4096, 1024, 1024}, 2560, accumulate, this->rng_, log);
-    check_shared_input<TypeParam, __nv_bfloat16>({4096, 1024, 1024}, 2560, accumulate, this->rng_, log);
+    check_shared_input<TypeParam, testing::Narrow<TypeParam>>({4096, 1024, 1024}, 2560, accumulate, this->rng_, log);
     check_shared_input<TypeParam, float>({5, 1, 17, 3}, 33, accumulate, this->rng_, log);
-    check_shared_input<TypeParam, __nv_bfloat16>({13, 7, 9}, 64, accumulate, this->rng_, log);
+    check_shared_input<TypeParam, testing::Narrow<TypeParam>>({13, 7, 9}, 64, accumulate, this->rng_, log);
   }
 }
 
@@ -273,12 +278,13 @@ TYPED_TEST_SUITE(GateUpSwigluGemv, StorageTypes, StorageTypeNames);
 
 TYPED_TEST(GateUpSwigluGemv, MatchesSwigluOfReferenceProducts) {
   using T = TypeParam;
+  using Narrow = testing::Narrow<T>;  // the 16-bit activations of a T model
   testing::ErrorLog log{"gate_up_swiglu_gemv"};
   for (const Shape& shape : {Shape{1, 1}, Shape{7, 33}, Shape{31, 96}, Shape{200, 64}, Shape{9728, 2560}}) {
     check_gate_up<T, float, float>(shape, this->rng_, log);
-    check_gate_up<T, float, __nv_bfloat16>(shape, this->rng_, log);
-    check_gate_up<T, __nv_bfloat16, float>(shape, this->rng_, log);
-    check_gate_up<T, __nv_bfloat16, __nv_bfloat16>(shape, this->rng_, log);
+    check_gate_up<T, float, Narrow>(shape, this->rng_, log);
+    check_gate_up<T, Narrow, float>(shape, this->rng_, log);
+    check_gate_up<T, Narrow, Narrow>(shape, this->rng_, log);
   }
 }
 

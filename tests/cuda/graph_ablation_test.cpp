@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "bifocal/model.h"
-#include "bifocal/sampler.h"
 #include "cuda/cuda_test_support.h"
+#include "cuda/greedy_decode.h"
 #include "golden_model.h"
 #include "model/device_model.h"
 #include "test_files.h"
@@ -30,12 +30,7 @@ ModelOptions on_cuda(const std::string& mixer) {
 
 std::vector<std::int32_t> greedy_tokens(const Model& model, int count) {
   const std::vector<std::int32_t> prompt = {1, 450, 1203, 88, 39, 2710, 12, 901};
-  Session session = model.new_session(256);
-  Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, model.config().vocab_size);
-  std::int32_t next = sampler.sample(model.prefill(session, prompt));
-  std::vector<std::int32_t> out = {next};
-  while (int(out.size()) < count) out.push_back(next = model.decode_and_sample(session, next, sampler));
-  return out;
+  return testing::greedy_tokens(model, prompt, count);
 }
 
 class GraphAblation : public testing::CudaTest {};

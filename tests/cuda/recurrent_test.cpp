@@ -125,6 +125,7 @@ class MlstmDecode : public testing::CudaTest, public ::testing::WithParamInterfa
 
 TEST_P(MlstmDecode, StepsEqualTheCpuRecurrence) {
   mlstm_decode_case<__nv_bfloat16>(GetParam());
+  mlstm_decode_case<__half>(GetParam());
   mlstm_decode_case<float>(GetParam());
 }
 
@@ -536,10 +537,12 @@ TEST_P(LinearKernels, LolcatsDecodeStepsEqualTheCpuStepByStep) {
   lolcats_decode_case<__nv_bfloat16>(GetParam(), 0);  // from the empty ring
   lolcats_decode_case<float>(GetParam(), kPrefixTokens);
   lolcats_decode_case<__nv_bfloat16>(GetParam(), 3 * GetParam().window + 1);  // a wrapped ring
+  lolcats_decode_case<__half>(GetParam(), 3 * GetParam().window + 1);
 }
 
 TEST_P(LinearKernels, LolcatsPrefillEqualsTheCpuPrefill) {
   lolcats_prefill_case<__nv_bfloat16>(GetParam());
+  lolcats_prefill_case<__half>(GetParam());
   lolcats_prefill_case<float>(GetParam());
 }
 

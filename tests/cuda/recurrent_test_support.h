@@ -33,7 +33,7 @@ inline std::vector<float> normal_vector(std::size_t size, std::mt19937& rng, flo
 // A cache element type's name, for test traces.
 template <typename T>
 const char* storage_name() {
-  return std::is_same_v<T, float> ? "fp32" : "bf16";
+  return std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, __half> ? "fp16" : "bf16";
 }
 
 // T cache values back as fp32 (to_storage and as_stored are in cuda_test_support.h).
@@ -162,13 +162,12 @@ struct GateProjections {
 };
 
 // A decode kernel's output in T (as floats) against the CPU's fp32 output. fp32: the relative
-// error itself. bf16: against the CPU's values rounded to bf16, as the kernel rounds its fp32
+// error itself. bf16 / fp16: against the CPU's values rounded to T, as the kernel rounds its fp32
 // result once — an element whose two fp32 values straddle a rounding boundary then differs by one
-// bf16 ulp (2^-8 relative), which happens for ~1e-6 / 2^-9 of the elements (‖·‖ error ~1e-4).
+// ulp (bf16: 2^-8 relative), which happens for ~1e-6 / 2^-9 of the elements (‖·‖ error ~1e-4).
 template <typename T>
 double output_error(const std::vector<float>& got, const std::vector<float>& want) {
-  if constexpr (std::is_same_v<T, float>) return relative_error(got, want);
-  else return relative_error(got, round_to_bf16(want));
+  return relative_error(got, as_stored<T>(want));
 }
 template <typename T>
 constexpr double output_tolerance() {

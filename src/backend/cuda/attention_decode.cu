@@ -17,7 +17,7 @@
 //    SM and only while a warp waits (it loaded, waited, then computed with nothing in flight),
 //    where 4 TB/s at a loaded latency of ~1–1.5 µs needs 30–45 KiB in flight all the time;
 //  * waves: 2048 blocks over 396 resident = 5.2 waves, the last 17% full (~14% lost).
-// This kernel, bf16 cache:
+// This kernel, bf16 cache (fp16 the same, with fp16 parts and mma):
 //  * tensor cores: per 16-slot tile and KV head S = K·Q (mma M = 16 slots, N = 8 query heads of
 //    the group, padded) and Oᵀ += Vᵀ·Pᵀ (M = 16 columns of d), mma.sync m16n8k16, operands by
 //    ldmatrix(.trans) from shared memory. No dot product is reduced with shuffles. fp32 accuracy:
@@ -82,7 +82,7 @@ template <int Pending>
 __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
-// Four 8×8 bf16 matrices; lanes 8i … 8i+7 give the row addresses of matrix i.
+// Four 8×8 matrices of 16-bit elements; lanes 8i … 8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void load_matrices(unsigned address, std::uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address) : "memory");
@@ -91,22 +91,28 @@ __device__ __forceinline__ void load_matrices_transposed(unsigned address, std::
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address) : "memory");
 }
-// c += a·b, A 16×16 (row), B 16×8 (col), bf16 in, fp32 accumulate.
+// c += a·b, A 16×16 (row), B 16×8 (col), T (bf16 or fp16) in, fp32 accumulate.
+template <typename T>
 __device__ __forceinline__ void mma_16x8x16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                             std::uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// The 8×8 bf16 matrix whose row lane/4, columns 2(lane%4) + {0,1} this lane holds, transposed
+// The 8×8 16-bit matrix whose row lane/4, columns 2(lane%4) + {0,1} this lane holds, transposed
 // into the same layout.
 __device__ __forceinline__ std::uint32_t transpose_matrix(std::uint32_t x) {
   std::uint32_t y;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
   return y;
 }
-__device__ __forceinline__ std::uint32_t bits_of(__nv_bfloat162 x) { return *reinterpret_cast<std::uint32_t*>(&x); }
 
 // Max / sum over the lanes that differ only in lane bits [log2 first, log2 last]: xor butterflies.
 __device__ __forceinline__ float max_over_lanes(float x, int first, int last) {
@@ -221,15 +227,20 @@ __device__ void zero_hidden_values(unsigned char* stage, int pitch, int row_byte
   __syncwarp();
 }
 
-// ---- Tile arithmetic: tensor cores (bf16 cache) ----------------------------------------------
+// ---- Tile arithmetic: tensor cores (bf16 or fp16 cache) --------------------------------------
 
 // One warp's online-softmax state over its tiles, in mma fragments. Lane (g, t) = (lane/4,
 // lane%4) holds logits of slots g, g + 8 for heads 2t, 2t + 1, and Oᵀ rows 16i + g, 16i + g + 8
 // (columns of d) for the same two heads: the heads never change hands between S and O.
-template <int DT>
+// T is the cache's 16-bit type; q and P are split into parts of that type. fp16's 11-bit
+// significand makes the parts' residual smaller than bf16's (q: 2⁻³³ against 2⁻²⁷), but its
+// narrow exponent flushes a part below 2⁻²⁴ to zero: an absolute error of ~6·10⁻⁸ on q and on
+// the weights (each ≤ 1), far below the cache's own fp16 rounding of k and v (2⁻¹¹ relative).
+// With fp16, each element of q · log2(e)/√d must stay below 65,504 (fp16's largest value).
+template <typename T, int DT>
 struct TensorCoreTile {
   static constexpr int D_PAD = 16 * DT;
-  std::uint32_t q[DT][3][2];  // per k-step, per bf16 part: the B fragment (Q transposed)
+  std::uint32_t q[DT][3][2];  // per k-step, per part: the B fragment (Q transposed)
   float acc[DT][4];
   float max[2], sum[2];
 
@@ -241,11 +252,11 @@ struct TensorCoreTile {
       for (int r = 0; r < 2; ++r) {
         float x = q_shared[g * D_PAD + 16 * j + 8 * r + 2 * t], y = q_shared[g * D_PAD + 16 * j + 8 * r + 2 * t + 1];
         #pragma unroll
-        for (int part = 0; part < 3; ++part) {  // x = Σ parts to 2⁻²⁷
-          const __nv_bfloat162 bf = __floats2bfloat162_rn(x, y);
-          q[j][part][r] = bits_of(bf);
-          x -= __low2float(bf);
-          y -= __high2float(bf);
+        for (int part = 0; part < 3; ++part) {  // x = Σ parts to 2⁻²⁷ (bf16)
+          q[j][part][r] = device::pack_pair<T>(x, y);
+          const float2 kept = device::unpack_pair<T>(q[j][part][r]);
+          x -= kept.x;
+          y -= kept.y;
         }
       }
     #pragma unroll
@@ -267,7 +278,7 @@ struct TensorCoreTile {
       std::uint32_t k[4];
       load_matrices(keys + 32 * j, k);
       #pragma unroll
-      for (int part = 0; part < 3; ++part) mma_16x8x16(s[part], k, q[j][part][0], q[j][part][1]);
+      for (int part = 0; part < 3; ++part) mma_16x8x16<T>(s[part], k, q[j][part][0], q[j][part][1]);
     }
     // Mask (a select: a hidden row's logit may be NaN), tile max per head over the 8 lanes of
     // the same t, then the online-softmax step. `shift` keeps e^{−∞ − shift} = 0 finite.
@@ -287,17 +298,17 @@ struct TensorCoreTile {
       weight[h + 2] = exp2f(logit[h + 2] - shift);
       max[h] = new_max;
     }
-    // Pᵀ (slots × heads) as the B operand in two bf16 parts: the logit fragment (rows = slots)
+    // Pᵀ (slots × heads) as the B operand in two T parts: the logit fragment (rows = slots)
     // transposed by movmatrix, slots 0–7 and 8–15 separately. The denominator sums the parts.
     std::uint32_t p[2][2];
     #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const __nv_bfloat162 high = __floats2bfloat162_rn(weight[2 * half], weight[2 * half + 1]);
-      const __nv_bfloat162 low = __floats2bfloat162_rn(weight[2 * half] - __low2float(high),
-                                                        weight[2 * half + 1] - __high2float(high));
-      p[0][half] = transpose_matrix(bits_of(high));
-      p[1][half] = transpose_matrix(bits_of(low));
-      const float2 kept_high = __bfloat1622float2(high), kept_low = __bfloat1622float2(low);
+      const std::uint32_t high = device::pack_pair<T>(weight[2 * half], weight[2 * half + 1]);
+      const float2 kept_high = device::unpack_pair<T>(high);
+      const std::uint32_t low = device::pack_pair<T>(weight[2 * half] - kept_high.x, weight[2 * half + 1] - kept_high.y);
+      const float2 kept_low = device::unpack_pair<T>(low);
+      p[0][half] = transpose_matrix(high);
+      p[1][half] = transpose_matrix(low);
       sum[0] += kept_high.x + kept_low.x;
       sum[1] += kept_high.y + kept_low.y;
     }
@@ -310,8 +321,8 @@ struct TensorCoreTile {
       std::uint32_t v[4];
       load_matrices_transposed(values + 32 * i, v);
       float o[4] = {};
-      mma_16x8x16(o, v, p[0][0], p[0][1]);
-      mma_16x8x16(o, v, p[1][0], p[1][1]);
+      mma_16x8x16<T>(o, v, p[0][0], p[0][1]);
+      mma_16x8x16<T>(o, v, p[1][0], p[1][1]);
       #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][r] = fmaf(acc[i][r], correction[r % 2], o[r]);
     }
@@ -411,7 +422,7 @@ template <typename T, int DT, typename OutT>
 __global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
     attention_decode_split_kernel(DecodeAttentionArgs<T> a, StageLayout layout, int slices, Partials partials,
                                   OutT* out) {
-  using Tile = std::conditional_t<std::is_same_v<T, __nv_bfloat16>, TensorCoreTile<DT>, Fp32Tile<DT>>;
+  using Tile = std::conditional_t<sizeof(T) == 2, TensorCoreTile<T, DT>, Fp32Tile<DT>>;
   constexpr int D_PAD = 16 * DT;
   extern __shared__ __align__(16) unsigned char shared[];
   __shared__ float warp_max[kMaxWarps][kHeadsPerUnit], warp_sum[kMaxWarps][kHeadsPerUnit], head_scale[kHeadsPerUnit];
@@ -550,6 +561,9 @@ void attention_decode(const DecodeAttentionArgs<T>& a, void* workspace, OutT* ou
   if (a.new_key != nullptr && ring && a.window > 0 && a.window <= a.sink_tokens)
     fail("attention_decode", "the window must be larger than the sink tokens");
   if (a.slots <= kWindowDecodeMaxSlots) return attention_decode_window(a, out, stream);
+  if (a.rope_inv_freq != nullptr)
+    fail("attention_decode", "q/k norm and RoPE are folded in only for caches of at most " +
+                                 std::to_string(kWindowDecodeMaxSlots) + " slots, not " + std::to_string(a.slots));
   if (a.new_key != nullptr)  // the store first, as the caller would have launched it
     store_kv_slots<T>(a.new_key, a.new_value, 1, a.query_position, a.keys, a.values,
                       a.slot_positions, a.kv_heads, a.head_dim, ring ? a.window : 0,
@@ -577,5 +591,7 @@ template void attention_decode<__nv_bfloat16, __nv_bfloat16>(const DecodeAttenti
 template void attention_decode<float, float>(const DecodeAttentionArgs<float>&, void*, float*, cudaStream_t);
 template void attention_decode<float, __nv_bfloat16>(const DecodeAttentionArgs<float>&, void*, __nv_bfloat16*,
                                                      cudaStream_t);
+template void attention_decode<__half, float>(const DecodeAttentionArgs<__half>&, void*, float*, cudaStream_t);
+template void attention_decode<__half, __half>(const DecodeAttentionArgs<__half>&, void*, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

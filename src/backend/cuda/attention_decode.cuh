@@ -7,8 +7,8 @@
 // caller-provided workspace that a combine kernel merges (with the learned sink).
 // Also the store of the new token's key/value into its cache slot, which decode and prefill share.
 //
-// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16 or float), base and
-// rows 16-byte aligned; slot_positions int64[slots], 16-byte aligned, holds each slot's absolute
+// Cache layout: keys/values T[slots, kv_heads, head_dim] (T = __nv_bfloat16, __half or float),
+// base and rows 16-byte aligned; slot_positions int64[slots], 16-byte aligned, holds each slot's absolute
 // position, −1 = empty. slot_positions == nullptr means "slot j holds position j" (full
 // attention's linear cache); then only slots 0 … position are read, so a large capacity costs
 // nothing until it is used.
@@ -55,6 +55,16 @@ struct DecodeAttentionArgs {
   // inside its one kernel; a longer one launches the store before the split kernel.
   const float* new_key = nullptr;
   const float* new_value = nullptr;
+  // Optional, decode's q/k norm and RoPE folded in: `query` and `new_key` arrive as the projections
+  // wrote them, and the kernel applies what dense_kernels' qk_norm_rope would (the same bits:
+  // device::norm_rope_head) — the per-head RMSNorm with q_norm / k_norm (either null: none), then
+  // RoPE at query_position with rope_inv_freq [head_dim / 2] — so the step launches no
+  // qk_norm_rope. Only the one-launch path (slots ≤ kWindowDecodeMaxSlots) does; attention_decode
+  // refuses it on longer caches.
+  const float* rope_inv_freq = nullptr;
+  const T* q_norm = nullptr;
+  const T* k_norm = nullptr;
+  float norm_eps = 0.0f;
   // The kernels let the next one launch only after their wait for the previous one, not at their
   // start (dependent_launch.h, "triggered after the wait"): Bifocal's mLSTM step, launched next,
   // then reads everything but this output before it waits.
@@ -70,7 +80,7 @@ inline constexpr std::int64_t kWindowDecodeMaxSlots = 2048;
 // the device's multiprocessor count, so a session sizes its workspace once).
 std::size_t attention_decode_workspace_bytes(std::int64_t slots, int query_heads, int kv_heads, int head_dim);
 
-// out[query_heads, head_dim] (OutT = float or __nv_bfloat16) = softmax attention of the query
+// out[query_heads, head_dim] (OutT = float, __nv_bfloat16 or __half) = softmax attention of the query
 // over the visible slots: slot j is visible when slot_positions[j] >= 0 and key_visible(p,
 // slot_positions[j]) holds (backend.h). A learned sink S_h adds e^{S_h} to the denominator only.
 // workspace: attention_decode_workspace_bytes(...) bytes (0, and workspace may be null, for a

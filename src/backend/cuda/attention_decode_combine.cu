@@ -116,6 +116,7 @@ void launch_combine(Partials partials, int splits, int query_heads, int head_dim
 template void launch_combine<float>(Partials, int, int, int, const float*, bool, float*, cudaStream_t);
 template void launch_combine<__nv_bfloat16>(Partials, int, int, int, const float*, bool, __nv_bfloat16*,
                                             cudaStream_t);
+template void launch_combine<__half>(Partials, int, int, int, const float*, bool, __half*, cudaStream_t);
 
 }  // namespace attention_decode_detail
 

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/device_math.cuh"
+
 namespace bifocal::cuda::attention_decode_detail {
 
 inline constexpr int kTileSlots = 16;      // slots per tile: the mma's M
@@ -26,8 +28,8 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- The output store of both kernels -------------------------------------------------------
 
-__device__ __forceinline__ void store_out(float* out, float value) { *out = value; }
-__device__ __forceinline__ void store_out(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
+template <typename OutT>  // float, bf16 or fp16
+__device__ __forceinline__ void store_out(OutT* out, float value) { *out = device::from_float<OutT>(value); }
 
 // ---- Plan and partials (attention_decode_combine.cu) ----------------------------------------
 

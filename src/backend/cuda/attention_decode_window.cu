@@ -53,6 +53,7 @@
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/qk_norm_rope_device.cuh"
 
 namespace bifocal::cuda {
 namespace {
@@ -96,15 +97,16 @@ __device__ __forceinline__ void prefetch_line_to_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-__device__ __forceinline__ void store_out(float* out, float value) { *out = value; }
-__device__ __forceinline__ void store_out(__nv_bfloat16* out, float value) { *out = __float2bfloat16_rn(value); }
+template <typename OutT>  // float, bf16 or fp16
+__device__ __forceinline__ void store_out(OutT* out, float value) { *out = device::from_float<OutT>(value); }
 
 // 8 consecutive elements of a staged row (16-byte aligned) as floats.
 template <typename T>
 __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
   const uint4* chunks = reinterpret_cast<const uint4*>(p);
   if constexpr (sizeof(T) == 2) {
-    device::unpack16(chunks[0], out, static_cast<const __nv_bfloat16*>(nullptr));
+    const uint4 raw = chunks[0];  // one 16-byte shared load, then registers
+    device::unpack16(raw, out, static_cast<const T*>(nullptr));
   } else {
     device::unpack16(chunks[0], out, static_cast<const float*>(nullptr));
     device::unpack16(chunks[1], out + 4, static_cast<const float*>(nullptr));
@@ -117,6 +119,7 @@ __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out)
 // block's partial sits at the same address in each: map_shared_rank). Byte offsets:
 //   acc    float [GROUP, d]  this block's Σ e·v per head (the partial the cluster merges)
 //   q      float [GROUP, d]  the query heads, pre-scaled (zero past the unit's heads)
+//   key    float [d]         the new token's key after q/k norm and RoPE (rope_inv_freq set)
 //   logits float [round_rows, GROUP]  a round's logits, then in place its weights e^{s − m}
 //   flags  u8 [round_rows]   a round's visibility per row
 //   positions int64 [stages, round_rows]  a ring's staged slot positions
@@ -129,7 +132,7 @@ struct WindowLayout {
   int round_rows;     // slots staged at once
   int stages;         // 1: the block's slots in one round; 2: double-buffered rounds
   int pitch;          // bytes per staged row: an odd number of 16-byte units ≥ the row
-  int acc, q, logits, flags, positions, rows, bytes;
+  int acc, q, key, logits, flags, positions, rows, bytes;
 };
 
 template <typename T>
@@ -150,6 +153,7 @@ WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, in
     };
     l.acc = take(head_floats);
     l.q = take(head_floats);
+    l.key = take(head_dim * int(sizeof(float)));
     l.logits = take(round_rows * group_tile * int(sizeof(float)));
     l.flags = take(round_rows);
     l.positions = take(stages * round_rows * int(sizeof(std::int64_t)));
@@ -405,8 +409,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (ring) position = *a.query_position;
   float* q_shared = reinterpret_cast<float*>(shared + layout.q);
   const float q_scale = kLog2e * rsqrtf(float(d));
-  for (int i = threadIdx.x; i < GROUP * d; i += kThreads)
-    q_shared[i] = i / d < heads ? a.query[std::size_t(first_head) * d + i] * q_scale : 0.0f;
+  float* key_shared = reinterpret_cast<float*>(shared + layout.key);
+  if (a.rope_inv_freq == nullptr) {
+    for (int i = threadIdx.x; i < GROUP * d; i += kThreads)
+      q_shared[i] = i / d < heads ? a.query[std::size_t(first_head) * d + i] * q_scale : 0.0f;
+  } else {  // q/k norm and RoPE folded in: warp w the query head w, the warp after the last head the key
+    for (int item = int(threadIdx.x) / 32; item <= GROUP; item += kThreads / 32) {
+      if (item < heads) {
+        float* row = q_shared + item * d;
+        device::norm_rope_head(a.query + std::size_t(first_head + item) * d, row, row, a.q_norm, a.norm_eps, true,
+                               float(position), a.rope_inv_freq, d, q_scale);
+      } else if (item < GROUP) {
+        for (int i = int(threadIdx.x) % 32; i < d; i += 32) q_shared[item * d + i] = 0.0f;
+      } else if (a.new_key != nullptr) {
+        device::norm_rope_head(a.new_key + std::size_t(kv) * d, key_shared, key_shared, a.k_norm, a.norm_eps, true,
+                               float(position), a.rope_inv_freq, d, 1.0f);
+      }
+    }
+  }
   if (threadIdx.x < GROUP) {
     running_max[threadIdx.x] = -INFINITY;
     running_sum[threadIdx.x] = 0.0f;
@@ -438,8 +458,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       T* staged_key = reinterpret_cast<T*>(stage_keys(round) + row * layout.pitch);
       T* staged_value = reinterpret_cast<T*>(stage_values(round) + row * layout.pitch);
       const std::size_t cache_row = std::size_t(new_slot) * row_stride + std::size_t(kv) * d;
+      const float* new_key = a.rope_inv_freq != nullptr ? key_shared : a.new_key + std::size_t(kv) * d;
       for (int i = threadIdx.x; i < d; i += kThreads) {
-        const T key = device::from_float<T>(a.new_key[std::size_t(kv) * d + i]);
+        const T key = device::from_float<T>(new_key[i]);
         const T value = device::from_float<T>(a.new_value[std::size_t(kv) * d + i]);
         staged_key[i] = key;
         staged_value[i] = value;
@@ -558,5 +579,7 @@ template void attention_decode_window<__nv_bfloat16, __nv_bfloat16>(const Decode
 template void attention_decode_window<float, float>(const DecodeAttentionArgs<float>&, float*, cudaStream_t);
 template void attention_decode_window<float, __nv_bfloat16>(const DecodeAttentionArgs<float>&, __nv_bfloat16*,
                                                             cudaStream_t);
+template void attention_decode_window<__half, float>(const DecodeAttentionArgs<__half>&, float*, cudaStream_t);
+template void attention_decode_window<__half, __half>(const DecodeAttentionArgs<__half>&, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

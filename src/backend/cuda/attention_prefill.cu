@@ -39,11 +39,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 using device::key_visible;
 using device::unpack16;
 
-__device__ __forceinline__ void store4(float* dst, float4 x) { *reinterpret_cast<float4*>(dst) = x; }
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float4 x) {
-  const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(x.x, x.y), __floats2bfloat162_rn(x.z, x.w)};
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(pair);
-}
+using device::store4;
 
 __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
@@ -180,7 +176,7 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
   if (a.kv_heads <= 0 || a.query_heads % a.kv_heads != 0)
     fail("attention", "query heads must be a multiple of KV heads");
   if (a.n <= 0) return;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+  if constexpr (sizeof(T) == 2) {
     if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream);
   }
   if (a.head_dim <= 64)
@@ -196,5 +192,7 @@ template void attention_prefill<__nv_bfloat16, __nv_bfloat16>(const PrefillAtten
                                                                __nv_bfloat16*, cudaStream_t);
 template void attention_prefill<float, float>(const PrefillAttentionArgs<float>&, float*, cudaStream_t);
 template void attention_prefill<float, __nv_bfloat16>(const PrefillAttentionArgs<float>&, __nv_bfloat16*, cudaStream_t);
+template void attention_prefill<__half, float>(const PrefillAttentionArgs<__half>&, float*, cudaStream_t);
+template void attention_prefill<__half, __half>(const PrefillAttentionArgs<__half>&, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -1,12 +1,14 @@
 // Softmax attention of a chunk of n queries over a list of keys with explicit positions
 // (DESIGN.md "full", "swa"; backend.h's AttentionArgs and key_visible): flash-attention style,
 // query and key tiles through shared memory, online softmax in fp32, the n × num_keys score
-// matrix never materialised. Two kernels behind one call: bf16 keys with head_dim 64 or 128 run
-// on the tensor cores (attention_prefill_tensor_core.cu: q and the softmax weights rounded to bf16
-// for the mma, fp32 accumulation); everything else on the fp32 SIMT kernel (attention_prefill.cu).
+// matrix never materialised. Two kernels behind one call: bf16 or fp16 keys with head_dim 64 or
+// 128 run on the tensor cores (attention_prefill_tensor_core.cu: q and the softmax weights rounded
+// to the keys' type for the mma, fp32 accumulation); everything else on the fp32 SIMT kernel
+// (attention_prefill.cu).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,9 +34,9 @@ struct PrefillAttentionArgs {
   const float* learned_sinks = nullptr;  // [query_heads] or nullptr: e^{S_h} joins the denominator
 };
 
-// out[n, query_heads, head_dim] (OutT = float, or __nv_bfloat16 for the o_proj input) =
+// out[n, query_heads, head_dim] (OutT = float, or T for the o_proj input) =
 // CpuBackend::attention on the same arguments (to fp32 rounding on the SIMT kernel; within the
-// bf16 rounding of q and of the softmax weights on the tensor cores). One kernel on `stream`, a
+// T rounding of q and of the softmax weights on the tensor cores). One kernel on `stream`, a
 // programmatic dependent of the kernel before it (dependent_launch.h); no workspace.
 template <typename T, typename OutT>
 void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
@@ -42,12 +44,12 @@ void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStrea
 // Whether attention_prefill takes the tensor-core kernel for these arguments.
 template <typename T>
 bool prefill_uses_tensor_cores(const PrefillAttentionArgs<T>& args) {
-  return std::is_same_v<T, __nv_bfloat16> && (args.head_dim == 64 || args.head_dim == 128);
+  return sizeof(T) == 2 && (args.head_dim == 64 || args.head_dim == 128);  // bf16 or fp16
 }
 
 // The tensor-core kernel alone (attention_prefill dispatches to it); prefill_uses_tensor_cores
 // must hold.
-template <typename OutT>
-void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>& args, OutT* out, cudaStream_t stream);
+template <typename T, typename OutT>
+void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
 
 }  // namespace bifocal::cuda

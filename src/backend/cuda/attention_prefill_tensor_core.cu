@@ -1,6 +1,6 @@
-// Prefill attention on the tensor cores: bf16 keys and values, head_dim 64 or 128, sm_90a
-// mma.sync m16n8k16 (bf16 × bf16 → fp32). Same contract as the SIMT kernel of attention_prefill.cu
-// (attention_prefill.cuh), same result within the bf16 rounding of q and of the softmax weights.
+// Prefill attention on the tensor cores: bf16 or fp16 keys and values (T), head_dim 64 or 128,
+// sm_90a mma.sync m16n8k16 (T × T → fp32). Same contract as the SIMT kernel of attention_prefill.cu
+// (attention_prefill.cuh), same result within the T rounding of q and of the softmax weights.
 //
 // The math (DESIGN.md "full", "swa", learned sink), in base 2: for the row of query head h at
 // position p, o = Σ_j 2^{s_j − m} v_j / (Σ_j 2^{s_j − m} + 2^{S − m}) over the keys j that
@@ -14,13 +14,13 @@
 // r / heads, head r % heads), so all rows read one KV head and one K/V tile in shared memory
 // serves them all, and a block spans few tokens (16 for Qwen3-4B's group of 4), so the causal
 // diagonal and the window edges cut few tiles. `heads` is the largest power of two ≤ 16 that
-// divides the group (1 for a group of 3). Q is read once, fp32 → bf16, straight into the mma A
+// divides the group (1 for a group of 3). Q is read once, fp32 → T, straight into the mma A
 // fragments, and stays in registers.
 //
 // Pipeline. Keys stream in tiles of 64 through two shared buffers: cp.async fetches tile i + 1
 // while the warps compute tile i; three blocks per SM (d = 128) cover the rest of the latency.
 // Per tile and warp: S = Q·Kᵀ (16 × 64; K fragments by ldmatrix), the online softmax on S in
-// fp32 registers, then O += P·V with S's accumulator layout reused as the bf16 A fragment of P
+// fp32 registers, then O += P·V with S's accumulator layout reused as the T A fragment of P
 // and V fragments by ldmatrix.trans. Shared rows are XOR-swizzled in 16-byte chunks
 // (chunk ^ key % 8): the 8 rows one ldmatrix reads then hit distinct banks.
 //
@@ -32,8 +32,10 @@
 // anything (empty ring slots, rows past the chunk; NaN in the tests): their value rows are zeroed
 // in shared memory, because a zero weight still makes 0 · NaN = NaN inside the mma.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -43,7 +45,6 @@
 namespace bifocal::cuda {
 namespace {
 
-using bf16 = __nv_bfloat16;
 using device::key_visible;
 
 constexpr int kWarps = 4;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void copy8_async(void* shared, const void* global) {
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-// Four 8 × 8 bf16 matrices from shared memory; lane t names row t % 8 of matrix t / 8, and
+// Four 8 × 8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of matrix t / 8, and
 // register i receives matrix i's fragment: row lane / 4, columns 2·(lane % 4) and +1 (.trans:
 // rows 2·(lane % 4) and +1 of column lane / 4).
 __device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
@@ -94,15 +95,22 @@ __device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], 
                : "r"(address));
 }
 
-// c (16 × 8 fp32) += a (16 × 16 bf16, row-major) · b (16 × 8 bf16, column-major). Fragments, with
-// g = lane / 4 and c = lane % 4: a[0] = A[g][2c, 2c+1], a[1] = A[g+8][2c, 2c+1], a[2] = A[g][2c+8, +9],
-// a[3] = A[g+8][2c+8, +9]; b0 = B[2c, 2c+1][g], b1 = B[2c+8, +9][g]; c = C[g][2c, 2c+1], C[g+8][2c, 2c+1].
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// c (16 × 8 fp32) += a (16 × 16 T, row-major) · b (16 × 8 T, column-major), T bf16 or fp16.
+// Fragments, with g = lane / 4 and c = lane % 4: a[0] = A[g][2c, 2c+1], a[1] = A[g+8][2c, 2c+1],
+// a[2] = A[g][2c+8, +9], a[3] = A[g+8][2c+8, +9]; b0 = B[2c, 2c+1][g], b1 = B[2c+8, +9][g];
+// c = C[g][2c, 2c+1], C[g+8][2c, 2c+1].
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // 2^x in one MUFU.EX2; 2^−∞ = 0.
@@ -112,25 +120,21 @@ __device__ __forceinline__ float exp2_fast(float x) {
   return y;
 }
 
-// Two floats as the bf16 pair of one fragment register (the lower column in the low half).
-__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
-  return *reinterpret_cast<const std::uint32_t*>(&pair);
-}
+// Two floats as the T pair of one fragment register (the lower column in the low half).
+using device::pack_pair;
 
-__device__ __forceinline__ void store_pair(float* dst, float x, float y) {
-  *reinterpret_cast<float2*>(dst) = make_float2(x, y);
-}
-__device__ __forceinline__ void store_pair(bf16* dst, float x, float y) {
-  *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+template <typename OutT>  // float, bf16 or fp16
+__device__ __forceinline__ void store_pair(OutT* dst, float x, float y) {
+  if constexpr (std::is_same_v<OutT, float>) *reinterpret_cast<float2*>(dst) = make_float2(x, y);
+  else *reinterpret_cast<std::uint32_t*>(dst) = pack_pair<OutT>(x, y);
 }
 
 // ---- Shared memory and tile classes -------------------------------------------------------------
 
-template <int D>
+template <typename T, int D>
 struct SharedStorage {
-  bf16 keys[2][kTileKeys * D];  // two tile buffers, rows swizzled (swizzled_offset)
-  bf16 values[2][kTileKeys * D];
+  T keys[2][kTileKeys * D];  // two tile buffers, rows swizzled (swizzled_offset)
+  T values[2][kTileKeys * D];
   std::int64_t key_positions[2][kTileKeys];            // −1: empty or past num_keys
   std::uint32_t visible_tiles[kBitmapWords];           // bit t: some row of the block sees some key of tile t
   std::uint32_t full_tiles[kBitmapWords];              // every row sees every key: no mask needed
@@ -160,8 +164,8 @@ __device__ __forceinline__ KeyReach key_reach(std::int64_t kp, std::int64_t firs
 }
 
 // The span [first, last] of the block's query positions, from the per-warp spans.
-template <int D>
-__device__ __forceinline__ void block_span(const SharedStorage<D>& shared, std::int64_t& first, std::int64_t& last) {
+template <typename T, int D>
+__device__ __forceinline__ void block_span(const SharedStorage<T, D>& shared, std::int64_t& first, std::int64_t& last) {
   first = shared.warp_first[0];
   last = shared.warp_last[0];
 #pragma unroll
@@ -174,8 +178,8 @@ __device__ __forceinline__ void block_span(const SharedStorage<D>& shared, std::
 // The three bitmaps of SharedStorage (zeroed before) for the block's query span. A warp takes
 // one tile at a time, two keys per lane, and the unrolled loop keeps 8 tiles' position loads in
 // flight: for a gathered cache this pass is the block's only wait on memory before its first tile.
-template <int D>
-__device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<bf16>& a, SharedStorage<D>& shared,
+template <typename T, int D>
+__device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<T>& a, SharedStorage<T, D>& shared,
                                                int num_tiles, std::int64_t first, std::int64_t last) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tiles = min(num_tiles, kBitmapTiles);
@@ -204,8 +208,8 @@ __device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<bf16>&
 
 // The first tile after `after` that some row sees (tiles past the bitmaps count as seen);
 // num_tiles when none is left.
-template <int D>
-__device__ int next_visible_tile(const SharedStorage<D>& shared, int after, int num_tiles) {
+template <typename T, int D>
+__device__ int next_visible_tile(const SharedStorage<T, D>& shared, int after, int num_tiles) {
   int tile = after + 1;
   while (tile < num_tiles && tile < kBitmapTiles) {
     const std::uint32_t rest = shared.visible_tiles[tile / 32] >> (tile % 32);
@@ -219,8 +223,8 @@ __device__ int next_visible_tile(const SharedStorage<D>& shared, int after, int 
 // num_keys are zeros (position −1); nothing past the arrays is read. A thread copies the same
 // chunk of every (kThreads / kChunks)-th key: kThreads is a multiple of the chunks per row, and the
 // keys per pass a multiple of 8, so the chunk and its swizzle stay the same from pass to pass.
-template <int D>
-__device__ __forceinline__ void load_tile(const PrefillAttentionArgs<bf16>& a, SharedStorage<D>& shared, int buffer,
+template <typename T, int D>
+__device__ __forceinline__ void load_tile(const PrefillAttentionArgs<T>& a, SharedStorage<T, D>& shared, int buffer,
                                           int tile, int kv) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per key row
   constexpr int kKeysPerPass = kThreads / kChunks;
@@ -249,8 +253,8 @@ __device__ __forceinline__ void load_tile(const PrefillAttentionArgs<bf16>& a, S
 
 // Zeros the value rows of the keys in `buffer` that no row of the block sees (their weight is 0,
 // but their contents may be NaN). Needs a barrier before and after.
-template <int D>
-__device__ void zero_unseen_values(SharedStorage<D>& shared, int buffer, int window, int sink_tokens) {
+template <typename T, int D>
+__device__ void zero_unseen_values(SharedStorage<T, D>& shared, int buffer, int window, int sink_tokens) {
   constexpr int kChunks = D / 8;
   std::int64_t first, last;
   block_span(shared, first, last);
@@ -282,8 +286,8 @@ struct LaneAddresses {
   std::uint32_t keys[4], values[4];
 };
 
-template <int D>
-__device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<D>& shared, int buffer) {
+template <typename T, int D>
+__device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<T, D>& shared, int buffer) {
   const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
   // K (S = Q·Kᵀ): matrix i of one ldmatrix.x4 holds keys 8·(i / 2) + 0…7 at chunk 2·ks + i % 2.
   // V (O += P·V, .trans): matrix i holds keys 8·(i % 2) + 0…7 at chunk 2·dp + i / 2.
@@ -293,14 +297,14 @@ __device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<D>& 
   LaneAddresses out;
 #pragma unroll
   for (int x = 0; x < 4; ++x) {
-    out.keys[x] = keys + (key_row * D + ((2 * x + key_chunk) ^ matrix_row) * 8) * sizeof(bf16);
-    out.values[x] = values + (value_row * D + ((2 * x + value_chunk) ^ matrix_row) * 8) * sizeof(bf16);
+    out.keys[x] = keys + (key_row * D + ((2 * x + key_chunk) ^ matrix_row) * 8) * sizeof(T);
+    out.values[x] = values + (value_row * D + ((2 * x + value_chunk) ^ matrix_row) * 8) * sizeof(T);
   }
   return out;
 }
 
-template <int D, bool kMasked>
-__device__ __forceinline__ void attend_tile(const SharedStorage<D>& shared, int buffer, RowState<D>& rows, int window,
+template <typename T, int D, bool kMasked>
+__device__ __forceinline__ void attend_tile(const SharedStorage<T, D>& shared, int buffer, RowState<D>& rows, int window,
                                             int sink_tokens) {
   constexpr float scale = kLog2e * (D == 64 ? 0.125f : 0.08838834764831845f);  // log2(e) / √D
   const int lane = threadIdx.x % 32, quad = lane % 4;
@@ -314,9 +318,9 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<D>& shared, int 
 #pragma unroll
     for (int np = 0; np < kTileKeys / 16; ++np) {
       std::uint32_t b[4];
-      load_matrices(b, address.keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(bf16));
-      mma_bf16(s[2 * np], rows.q[ks], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], rows.q[ks], b[2], b[3]);
+      load_matrices(b, address.keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(T));
+      mma<T>(s[2 * np], rows.q[ks], b[0], b[1]);
+      mma<T>(s[2 * np + 1], rows.q[ks], b[2], b[3]);
     }
   }
 
@@ -380,28 +384,28 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<D>& shared, int 
   // 16·dp … +15).
 #pragma unroll
   for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-    const std::uint32_t p[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                                pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    const std::uint32_t p[4] = {pack_pair<T>(s[2 * kk][0], s[2 * kk][1]), pack_pair<T>(s[2 * kk][2], s[2 * kk][3]),
+                                pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       std::uint32_t b[4];
-      load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * D + 64 * (dp / 4)) * sizeof(bf16));
-      mma_bf16(rows.o[2 * dp], p, b[0], b[1]);
-      mma_bf16(rows.o[2 * dp + 1], p, b[2], b[3]);
+      load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * D + 64 * (dp / 4)) * sizeof(T));
+      mma<T>(rows.o[2 * dp], p, b[0], b[1]);
+      mma<T>(rows.o[2 * dp + 1], p, b[2], b[3]);
     }
   }
 }
 
 // ---- The kernel ---------------------------------------------------------------------------------
 
-template <typename OutT, int D>
+template <typename T, typename OutT, int D>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
-    attention_prefill_tensor_core_kernel(PrefillAttentionArgs<bf16> a, int heads, OutT* out) {
+    attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
   extern __shared__ __align__(128) unsigned char shared_bytes[];
-  auto& shared = *reinterpret_cast<SharedStorage<D>*>(shared_bytes);
+  auto& shared = *reinterpret_cast<SharedStorage<T, D>*>(shared_bytes);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tokens_per_block = kBlockRows / heads;
@@ -445,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   if (tile < num_tiles) load_tile(a, shared, 0, tile, kv);
   commit_async_copies();
 
-  // 3. This lane's two rows: Q as bf16 A fragments (zeros for padding rows), the softmax state.
+  // 3. This lane's two rows: Q as T A fragments (zeros for padding rows), the softmax state.
   RowState<D> rows;
   const int quad = lane % 4;
 #pragma unroll
@@ -461,7 +465,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
       for (int half = 0; half < 2; ++half) {
         const float2 x =
             token < a.n ? *reinterpret_cast<const float2*>(q + 16 * ks + 8 * half) : make_float2(0.0f, 0.0f);
-        rows.q[ks][r + 2 * half] = pack_bf16(x.x, x.y);
+        rows.q[ks][r + 2 * half] = pack_pair<T>(x.x, x.y);
       }
   }
 #pragma unroll
@@ -488,9 +492,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
       __syncthreads();
     }
     if (full)
-      attend_tile<D, false>(shared, buffer, rows, a.window, a.sink_tokens);
+      attend_tile<T, D, false>(shared, buffer, rows, a.window, a.sink_tokens);
     else
-      attend_tile<D, true>(shared, buffer, rows, a.window, a.sink_tokens);
+      attend_tile<T, D, true>(shared, buffer, rows, a.window, a.sink_tokens);
     tile = next;
     buffer ^= 1;
   }
@@ -520,34 +524,35 @@ int heads_per_block(int group) {
   return heads;
 }
 
-template <typename OutT, int D>
-void launch(const PrefillAttentionArgs<bf16>& a, OutT* out, cudaStream_t stream) {
+template <typename T, typename OutT, int D>
+void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   const int heads = heads_per_block(a.query_heads / a.kv_heads);
   const int tokens_per_block = kBlockRows / heads;
   const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads));
-  auto* kernel = attention_prefill_tensor_core_kernel<OutT, D>;
+  auto* kernel = attention_prefill_tensor_core_kernel<T, OutT, D>;
   // Three 71 KiB blocks per SM (d = 128) need the largest shared-memory carveout.
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "attention_prefill_tensor_core_kernel");
-  launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<D>), stream,
+  launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<T, D>), stream,
                    "attention_prefill_tensor_core_kernel", a, heads, out);
 }
 
 }  // namespace
 
-template <typename OutT>
-void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>& a, OutT* out, cudaStream_t stream) {
+template <typename T, typename OutT>
+void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   if (!prefill_uses_tensor_cores(a))
-    fail("attention", "the tensor-core prefill takes bf16 keys with head_dim 64 or 128");
+    fail("attention", "the tensor-core prefill takes bf16 or fp16 keys with head_dim 64 or 128");
   if (a.n <= 0) return;
   if (a.head_dim == 64)
-    launch<OutT, 64>(a, out, stream);
+    launch<T, OutT, 64>(a, out, stream);
   else
-    launch<OutT, 128>(a, out, stream);
+    launch<T, OutT, 128>(a, out, stream);
 }
 
-template void attention_prefill_tensor_core<float>(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
-template void attention_prefill_tensor_core<__nv_bfloat16>(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*,
-                                                           cudaStream_t);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*, cudaStream_t);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, float*, cudaStream_t);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

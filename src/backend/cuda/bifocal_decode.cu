@@ -84,17 +84,23 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream) {
                                          .slots = args.window, .query_heads = shape.query_heads,
                                          .kv_heads = shape.kv_heads, .head_dim = shape.head_dim, .window = args.window,
                                          .sink_tokens = args.sink_tokens, .learned_sinks = args.learned_sinks,
-                                         .new_key = args.k, .new_value = args.v, .launch_next_after_wait = true};
+                                         .new_key = args.k, .new_value = args.v,
+                                         .rope_inv_freq = args.rope_inv_freq, .q_norm = args.q_norm,
+                                         .k_norm = args.k_norm, .norm_eps = args.norm_eps,
+                                         .launch_next_after_wait = true};
   attention_decode<T, float>(attention, args.workspace, window_out, stream);
 
   const MlstmDecodeArgs<T> memory{.shape = shape, .gates = args.gates, .q = args.q, .k = args.k, .v = args.v,
                                   .state = args.state, .out = args.out,
-                                  .mix = {.weight = args.mix_weight, .bias = args.mix_bias, .window_out = window_out}};
+                                  .mix = {.weight = args.mix_weight, .bias = args.mix_bias, .window_out = window_out},
+                                  .rope_inv_freq = args.rope_inv_freq, .q_norm = args.q_norm, .k_norm = args.k_norm,
+                                  .norm_eps = args.norm_eps, .position = args.position};
   mlstm_decode(memory, stream);
 }
 
 template void bifocal_decode<__nv_bfloat16>(const BifocalDecodeArgs<__nv_bfloat16>&, cudaStream_t);
 template void bifocal_decode<float>(const BifocalDecodeArgs<float>&, cudaStream_t);
+template void bifocal_decode<__half>(const BifocalDecodeArgs<__half>&, cudaStream_t);
 
 void bifocal_mix(const float* mix_gate, const float* mlstm_out, float* window_out, int n, int query_heads,
                  int head_dim, cudaStream_t stream) {

@@ -21,7 +21,7 @@
 
 namespace bifocal::cuda {
 
-template <typename T>  // the storage type of the cache, the weights, x and out: __nv_bfloat16 or float
+template <typename T>  // the storage of the cache, the weights, x and out: __nv_bfloat16, __half or float
 struct BifocalDecodeArgs {
   cpu::MlstmShape shape;  // Hq, Hkv, S (Hkv for state=kv, Hq for state=q), d (a multiple of 8, ≤ 256)
 
@@ -46,6 +46,12 @@ struct BifocalDecodeArgs {
   cpu::MlstmState state{};         // read and updated in place
   T* out = nullptr;                // [Hq, d]
   void* workspace = nullptr;       // bifocal_decode_workspace_bytes(shape, window) bytes, 16-byte aligned
+  // Optional: q and k arrive raw and both branches apply the layer's q/k norm and RoPE themselves
+  // (DecodeAttentionArgs::rope_inv_freq; window ≤ kWindowDecodeMaxSlots).
+  const float* rope_inv_freq = nullptr;
+  const T* q_norm = nullptr;
+  const T* k_norm = nullptr;
+  float norm_eps = 0.0f;
 };
 
 // Scratch of bifocal_decode for this shape: the window attention's split partials and its fp32

@@ -168,11 +168,14 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
       project(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, kv_width, s.keys.data(), false);
       project(h, layer.v_proj.data(), bias(layer.v_bias), n, hidden, kv_width, s.values.data(), false);
     }
-    qk_norm_rope<T>(s.queries.data(), s.keys.data(), bias(layer.q_norm), bias(layer.k_norm), eps, s.positions.data(),
-                    rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_);
-    const DeviceMixerInput<T> input{.x = h, .queries = s.queries.data(), .keys = s.keys.data(),
-                                    .values = s.values.data(), .positions = s.positions.data(),
-                                    .first_position = first_position, .n = n};
+    // One token through a mixer that folds q/k norm and RoPE into its decode: no launch for them.
+    const bool raw_qk = n == 1 && mixers_[l].decode_applies_qk_norm_rope();
+    if (!raw_qk)
+      qk_norm_rope<T>(s.queries.data(), s.keys.data(), bias(layer.q_norm), bias(layer.k_norm), eps,
+                      s.positions.data(), rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_);
+    DeviceMixerInput<T> input{.x = h, .queries = s.queries.data(), .keys = s.keys.data(), .values = s.values.data(),
+                              .positions = s.positions.data(), .first_position = first_position, .n = n};
+    if (raw_qk) input.raw_qk = {bias(layer.q_norm), bias(layer.k_norm), eps, rope_inv_freq_.data()};
     if (n == 1)
       mixers_[l].decode(input, s.layers[l], s.attention.data(), stream_);
     else
@@ -516,6 +519,8 @@ template class CudaModel<__nv_bfloat16>;
 template class CudaModel<float>;
 template class CudaSession<__nv_bfloat16>;
 template class CudaSession<float>;
+template class CudaModel<__half>;
+template class CudaSession<__half>;
 
 }  // namespace bifocal::cuda
 
@@ -523,6 +528,7 @@ namespace bifocal {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source) {
   if (source.dtype == DeviceDtype::Float32) return std::make_unique<cuda::CudaModel<float>>(source);
+  if (source.dtype == DeviceDtype::Float16) return std::make_unique<cuda::CudaModel<__half>>(source);
   return std::make_unique<cuda::CudaModel<__nv_bfloat16>>(source);
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/qk_norm_rope_device.cuh"
 
 namespace bifocal::cuda {
 namespace {
@@ -88,7 +89,7 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
   extern __shared__ float staged_heads[];  // [kHeadsPerBlock, d]
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
   const int heads = query_heads + kv_heads;
   const std::int64_t item = std::int64_t(blockIdx.x) * kHeadsPerBlock + warp;
   if (item >= std::int64_t(n) * heads) return;  // the whole warp leaves together
@@ -96,34 +97,9 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
   const int head = int(item % heads);
   const bool is_query = head < query_heads;
   float* v = is_query ? q + (token * query_heads + head) * d : k + (token * kv_heads + head - query_heads) * d;
-  const T* norm_weight = is_query ? q_norm : k_norm;
-  float* staged = staged_heads + warp * d;
-
-  float sum_squares = 0.0f;
-  for (int i = lane; i < d; i += kWarpSize) {
-    staged[i] = v[i];
-    sum_squares += v[i] * v[i];
-  }
-  if (norm_weight != nullptr) {  // step 1, DESIGN.md Qwen3 q/k norm: RMSNorm over the head's d features
-    const float inverse_rms = 1.0f / sqrtf(warp_sum(sum_squares) / float(d) + eps);
-    for (int i = lane; i < d; i += kWarpSize) staged[i] = to_float(norm_weight[i]) * (staged[i] * inverse_rms);
-  }
-  __syncwarp();
-  if (!apply_rope) {
-    for (int i = lane; i < d; i += kWarpSize) v[i] = staged[i];
-    return;
-  }
-  // Step 2, RoPE: (a, b) = (v_i, v_{i+d/2}) → (a·cos − b·sin, b·cos + a·sin), angle = p · inv_freq_i.
-  const float position = float(positions[token]);
-  const int half = d / 2;
-  for (int i = lane; i < half; i += kWarpSize) {
-    const float angle = position * inv_freq[i];
-    float s, c;
-    sincosf(angle, &s, &c);
-    const float a = staged[i], b = staged[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
-  }
+  // In place: norm_rope_head reads the whole vector before it writes.
+  device::norm_rope_head(v, staged_heads + warp * d, v, is_query ? q_norm : k_norm, eps, apply_rope,
+                         apply_rope ? float(positions[token]) : 0.0f, inv_freq, d, 1.0f);
 }
 
 // ---- elementwise ---------------------------------------------------------------------------------
@@ -224,7 +200,8 @@ void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
                    "convert_kernel", in, out, count);
 }
 
-// The storage types: bf16 weights (the real models) and fp32 (the `--dtype fp32` test path).
+// The storage types: bf16 weights (the real models), fp16 (`--dtype fp16`) and fp32 (the
+// `--dtype fp32` test path).
 template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t);
 template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, float*, cudaStream_t);
@@ -241,5 +218,13 @@ template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
 template void add_bias(float*, const float*, int, int, cudaStream_t);
 template void convert(const float*, __nv_bfloat16*, std::int64_t, cudaStream_t);
 template void convert(const float*, float*, std::int64_t, cudaStream_t);
+template void embedding(const __half*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void rmsnorm(const float*, const __half*, int, int, float, float*, cudaStream_t);
+template void rmsnorm(const float*, const __half*, int, int, float, __half*, cudaStream_t);
+template void qk_norm_rope(float*, float*, const __half*, const __half*, float, const std::int64_t*, const float*, int,
+                           int, int, int, bool, cudaStream_t);
+template void swiglu(const float*, const float*, std::int64_t, __half*, cudaStream_t);
+template void add_bias(float*, const __half*, int, int, cudaStream_t);
+template void convert(const float*, __half*, std::int64_t, cudaStream_t);
 
 }  // namespace bifocal::cuda

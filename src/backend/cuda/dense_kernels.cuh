@@ -5,9 +5,9 @@
 //
 // Conventions of every function here: raw device pointers, the caller's stream, no allocation,
 // no synchronisation (decode is captured into a CUDA graph). Weights are stored in T
-// (__nv_bfloat16, or float for the `--dtype fp32` test path); activations are float unless OutT
-// says otherwise; all arithmetic is fp32. Values that change per decoded token (positions) are
-// read from device memory inside the kernels, never passed by value.
+// (__nv_bfloat16, __half, or float for the `--dtype fp32` test path); activations are float
+// unless OutT says otherwise; all arithmetic is fp32. Values that change per decoded token
+// (positions) are read from device memory inside the kernels, never passed by value.
 //
 // All these kernels are memory-bound and tiny next to the matrix products: each reads and writes
 // its operands once (bytes per call given at each function), so they are written for clarity.

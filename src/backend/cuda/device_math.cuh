@@ -8,13 +8,16 @@
 #endif
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace bifocal::cuda::device {
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
 template <typename T>
 __device__ T from_float(float v);
@@ -22,6 +25,28 @@ template <>
 __device__ __forceinline__ float from_float<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// Two 16-bit values (bf16 or fp16, T names which) in one 32-bit register, the first in the low
+// half — the layout of an mma fragment register and of a 16-byte load's words.
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack_pair(float low, float high) {
+  std::uint32_t bits;
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 pair = __floats2half2_rn(low, high);
+    bits = *reinterpret_cast<const std::uint32_t*>(&pair);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+    bits = *reinterpret_cast<const std::uint32_t*>(&pair);
+  }
+  return bits;
+}
+template <typename T>
+__device__ __forceinline__ float2 unpack_pair(std::uint32_t bits) {
+  if constexpr (std::is_same_v<T, __half>) return __half22float2(*reinterpret_cast<const __half2*>(&bits));
+  else return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits));
+}
 
 // Butterfly reductions over the 32 lanes of a warp: every lane ends with the result.
 __device__ __forceinline__ float warp_sum(float x) {
@@ -44,12 +69,22 @@ __device__ __forceinline__ bool key_visible(std::int64_t p, std::int64_t kp, int
   return p - kp < window - sink_tokens;
 }
 
-// 16 bytes of T as floats: 8 bf16 or 4 fp32 (the pointer argument only selects the overload).
-__device__ __forceinline__ void unpack16(const uint4& raw, float* out, const __nv_bfloat16*) {
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+// Four floats into 4 consecutive elements of T (16 bytes of fp32, 8 of bf16 or fp16), aligned.
+template <typename T>
+__device__ __forceinline__ void store4(T* dst, float4 x) {
+  if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float4*>(dst) = x;
+  else *reinterpret_cast<uint2*>(dst) = make_uint2(pack_pair<T>(x.x, x.y), pack_pair<T>(x.z, x.w));
+}
+
+// 16 bytes of T as floats: 8 bf16, 8 fp16 or 4 fp32 (the pointer argument only selects the
+// overload).
+template <typename T>
+__device__ __forceinline__ void unpack16(const uint4& raw, float* out, const T*) {
+  static_assert(sizeof(T) == 2, "the 16-bit storage types; fp32 has its own overload");
+  const std::uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
+    const float2 f = unpack_pair<T>(words[i]);
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }

@@ -151,6 +151,7 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
 
 template DeviceMixerScratch<__nv_bfloat16> DeviceMixerScratchSizes::allocate() const;
 template DeviceMixerScratch<float> DeviceMixerScratchSizes::allocate() const;
+template DeviceMixerScratch<__half> DeviceMixerScratchSizes::allocate() const;
 
 template <typename T>
 void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
@@ -270,6 +271,11 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
 }
 
 template <typename T>
+bool DeviceMixer<T>::decode_applies_qk_norm_rope() const {
+  return (spec_.kind == Kind::SlidingWindow || spec_.kind == Kind::Bifocal) && spec_.window <= kWindowDecodeMaxSlots;
+}
+
+template <typename T>
 void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream) const {
   const std::int64_t out_count = std::int64_t(shape_.query_heads) * shape_.head_dim;
   const auto linear = linear_shape(spec_, shape_);
@@ -288,7 +294,9 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                         .head_dim = shape_.head_dim, .window = windowed ? spec_.window : 0,
                                         .sink_tokens = sink_tokens_,
                                         .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
-                                        .new_key = in.keys, .new_value = in.values};
+                                        .new_key = in.keys, .new_value = in.values,
+                                        .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
+                                        .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};
       attention_decode<T, T>(args, scratch_of(s), out, stream);
       return;
     }
@@ -323,7 +331,9 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                       .position = in.positions, .q = in.queries, .k = in.keys, .v = in.values,
                                       .gates = gates, .mix_weight = mix_gate_weight_.data(),
                                       .mix_bias = mix_gate_bias_.size() ? mix_gate_bias_.data() : nullptr,
-                                      .state = cell, .out = out, .workspace = scratch_of(s)};
+                                      .state = cell, .out = out, .workspace = scratch_of(s),
+                                      .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
+                                      .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};
       bifocal_decode<T>(args, stream);
       return;
     }
@@ -356,5 +366,6 @@ void DeviceMixer<T>::fill_synthetic(DeviceMixerState<T>& s, std::int64_t context
 
 template class DeviceMixer<__nv_bfloat16>;
 template class DeviceMixer<float>;
+template class DeviceMixer<__half>;
 
 }  // namespace bifocal::cuda

@@ -17,16 +17,27 @@
 
 namespace bifocal::cuda {
 
+// The layer's q/k norm and RoPE, for a decode whose mixer applies them itself
+// (DeviceMixer::decode_applies_qk_norm_rope): then queries and keys arrive raw.
+template <typename T>
+struct QkNormRope {
+  const T* q_norm = nullptr;  // [d] or null (no q/k norm: Llama, Qwen2)
+  const T* k_norm = nullptr;
+  float eps = 0.0f;
+  const float* inv_freq = nullptr;  // [d/2]
+};
+
 // The layer's inputs, all on the device except n and first_position.
 template <typename T>
 struct DeviceMixerInput {
   const T* x;                      // [n, hidden] the normed layer input (gates read it)
-  const float* queries;            // [n, Hq, d] after q/k-norm and RoPE
+  const float* queries;            // [n, Hq, d] after q/k-norm and RoPE (raw when raw_qk.inv_freq is set)
   const float* keys;               // [n, Hkv, d]
   const float* values;             // [n, Hkv, d]
   const std::int64_t* positions;   // [n] absolute positions (device)
   std::int64_t first_position = 0;  // positions[0], known on the host for prefill
   int n = 0;
+  QkNormRope<T> raw_qk{};          // decode only, and only where decode_applies_qk_norm_rope()
 };
 
 // Scratch of one layer's prefill or decode call. The layers run one after another, so a session
@@ -83,6 +94,11 @@ class DeviceMixer {
   DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int hidden, const MixerParameters& parameters);
 
   const MixerSpec& spec() const { return spec_; }
+  // Whether decode applies the layer's q/k norm and RoPE itself (DeviceMixerInput::raw_qk), so the
+  // step launches no qk_norm_rope for this layer: swa, whose window attention folds them in
+  // (attention_decode.cuh, DecodeAttentionArgs::rope_inv_freq), and Bifocal, whose mLSTM step
+  // does too (MlstmDecodeArgs::rope_inv_freq), for windows of ≤ 2,048 slots.
+  bool decode_applies_qk_norm_rope() const;
   DeviceMixerState<T> new_state(std::int64_t capacity) const;
   // The scratch this layer's calls need for a session of `capacity` tokens and prefill chunks of
   // `chunk` tokens.

@@ -1,6 +1,7 @@
 #include "backend/cuda/device_weights.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "backend/cuda/session_kernels.cuh"
 #include "model/weights.h"
@@ -103,5 +104,7 @@ template struct DeviceWeights<__nv_bfloat16>;
 template struct DeviceWeights<float>;
 template DeviceBuffer<__nv_bfloat16> upload_as<__nv_bfloat16>(const std::vector<float>&);
 template DeviceBuffer<float> upload_as<float>(const std::vector<float>&);
+template struct DeviceWeights<__half>;
+template DeviceBuffer<__half> upload_as<__half>(const std::vector<float>&);
 
 }  // namespace bifocal::cuda

@@ -1,5 +1,5 @@
-// The transformer's parameters on the device in the storage type T (__nv_bfloat16, or float for
-// --dtype fp32), uploaded from the checkpoint (widened to fp32 on the host by ModelWeights) or
+// The transformer's parameters on the device in the storage type T (__nv_bfloat16, __half, or
+// float for --dtype fp32), uploaded from the checkpoint (widened to fp32 on the host by ModelWeights) or
 // filled with synthetic random values for `bifocal bench --shape`.
 #pragma once
 

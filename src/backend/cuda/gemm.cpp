@@ -5,6 +5,7 @@
 #include "backend/cuda/gemm.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <library_types.h>
 
 #include <utility>
@@ -21,6 +22,8 @@ template <>
 constexpr cudaDataType_t cuda_data_type<float>() { return CUDA_R_32F; }
 template <>
 constexpr cudaDataType_t cuda_data_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <>
+constexpr cudaDataType_t cuda_data_type<__half>() { return CUDA_R_16F; }
 
 }  // namespace
 
@@ -58,5 +61,7 @@ template void gemm(const CublasHandle&, cudaStream_t, const __nv_bfloat16*, cons
                    int, int, int, float*, bool);
 template void gemm(const CublasHandle&, cudaStream_t, const float*, const float*, const float*, int, int, int, float*,
                    bool);
+template void gemm(const CublasHandle&, cudaStream_t, const __half*, const __half*, const __half*, int, int, int,
+                   float*, bool);
 
 }  // namespace bifocal::cuda

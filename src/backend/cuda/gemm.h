@@ -28,7 +28,7 @@ class CublasHandle {
 
 // out[n, m] = x[n, k] · weight[m, k]ᵀ + bias[m] (bias may be null); with accumulate,
 // out += that instead (the residual add of o_proj and down_proj). x, weight and bias are in the
-// storage type T (__nv_bfloat16 or float; dense_kernels.cuh's convert() makes x from float
+// storage type T (__nv_bfloat16, __half or float; dense_kernels.cuh's convert() makes x from float
 // activations); out is float. Products run with fp32 accumulation (CUBLAS_COMPUTE_32F): tensor
 // cores for bf16, plain fp32 for float (no TF32). Runs on `stream` (the handle is bound to it for
 // the call); row-major throughout. The bias is a separate small kernel after the product.

@@ -32,33 +32,24 @@ namespace {
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;       // chunks per row in flight per lane
-constexpr int kChunk = 8;        // elements per chunk: 16 bytes of bf16
+constexpr int kChunk = 8;        // elements per chunk: 16 bytes of bf16 or fp16
 
 using device::from_float;
 using device::to_float;
 using device::warp_sum;
 
-// Eight consecutive elements held as raw registers, loaded with 16-byte loads: one for bf16,
-// two for float. load_streaming marks the lines evict-first (W); load is a plain coherent load
+// Eight consecutive elements held as raw registers, loaded with 16-byte loads: one for bf16 or
+// fp16, two for float. load_streaming marks the lines evict-first (W); load is a plain coherent load
 // (x, which every warp of an SM reads, so L1 serves it). Not __ldg: x is written by the kernel
 // this one overlaps (programmatic dependent launch), and the non-coherent read-only path is only
 // valid for data no grid writes while this one runs. unpack converts to float.
-template <typename T>
-struct Chunk;
-
-template <>
-struct Chunk<__nv_bfloat16> {
+template <typename T>  // bf16 or fp16
+struct Chunk {
+  static_assert(sizeof(T) == 2, "16-bit storage; fp32 has its own specialization");
   uint4 raw;
-  __device__ void load_streaming(const __nv_bfloat16* p) { raw = __ldcs(reinterpret_cast<const uint4*>(p)); }
-  __device__ void load(const __nv_bfloat16* p) { raw = *reinterpret_cast<const uint4*>(p); }
-  __device__ void unpack(float (&v)[kChunk]) const {
-    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-    for (int i = 0; i < kChunk / 2; ++i) {
-      const float2 f = __bfloat1622float2(pairs[i]);
-      v[2 * i] = f.x;
-      v[2 * i + 1] = f.y;
-    }
-  }
+  __device__ void load_streaming(const T* p) { raw = __ldcs(reinterpret_cast<const uint4*>(p)); }
+  __device__ void load(const T* p) { raw = *reinterpret_cast<const uint4*>(p); }
+  __device__ void unpack(float (&v)[kChunk]) const { device::unpack16(raw, v, static_cast<const T*>(nullptr)); }
 };
 
 template <>
@@ -258,5 +249,14 @@ template void gate_up_swiglu_gemv(const float*, const float*, const float*, int,
 template void gate_up_swiglu_gemv(const float*, const float*, const __nv_bfloat16*, int, int, float*, cudaStream_t);
 template void gate_up_swiglu_gemv(const float*, const float*, const __nv_bfloat16*, int, int, __nv_bfloat16*,
                                   cudaStream_t);
+
+template void gemv_shared_input(std::span<const GemvProduct<__half>>, const float*, int, bool, cudaStream_t);
+template void gemv_shared_input(std::span<const GemvProduct<__half>>, const __half*, int, bool, cudaStream_t);
+template void gemv(const __half*, const float*, const __half*, int, int, float*, bool, cudaStream_t);
+template void gemv(const __half*, const __half*, const __half*, int, int, float*, bool, cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const float*, int, int, float*, cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const float*, int, int, __half*, cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const __half*, int, int, float*, cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const __half*, int, int, __half*, cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -26,11 +26,11 @@
 // 9728×2560 (fused here), down 2560×9728; LM head 151936×2560 (778 MB, the largest single read).
 //
 // Layout: W is row-major [m, k], torch's Linear layout (row j holds output j's k weights).
-// T is the storage type (__nv_bfloat16, or float for the `--dtype fp32` test path); XT, the type
-// of the input vector, is float or __nv_bfloat16. Raw device pointers, the caller's stream, no
-// allocation, no synchronisation: safe to capture in a CUDA graph (tested: a captured chain of
-// dependent products). Any k works; 16-byte loads are used when k % 8 == 0 and W and x are
-// 16-byte aligned (every real model), a scalar loop otherwise.
+// T is the storage type (__nv_bfloat16, __half, or float for the `--dtype fp32` test path); XT,
+// the type of the input vector, is float or a 16-bit type (T's own; bf16 for fp32 T). Raw device
+// pointers, the caller's stream, no allocation, no synchronisation: safe to capture in a CUDA
+// graph (tested: a captured chain of dependent products). Any k works; 16-byte loads are used
+// when k % 8 == 0 and W and x are 16-byte aligned (every real model), a scalar loop otherwise.
 // Ordering: launched as programmatic dependents, under dependent_launch.h's contract.
 #pragma once
 
@@ -66,7 +66,7 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
 
 // out[j] = silu(g_j) · u_j with g = W_gate · x and u = W_up · x (both [m, k]): the SwiGLU
 // feed-forward's first half, without the intermediate g and u ever reaching memory.
-// silu(g) = g / (1 + e^{−g}), as the CPU backend's swiglu. OutT is float or __nv_bfloat16 (the
+// silu(g) = g / (1 + e^{−g}), as the CPU backend's swiglu. OutT is float or a 16-bit type (the
 // input of the down projection).
 template <typename T, typename XT, typename OutT>
 void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, OutT* out,

@@ -32,7 +32,7 @@
 // two: a block arrives once n_{t−1} and m_{t−1} are in its shared memory and waits only before
 // storing its indices of n_t (rank 0: m_t); by then every block has long arrived.
 //
-// Expected cost per layer (Qwen3-4B: 64 blocks for state=kv, 128 for state=q): one round trip
+// Expected cost per layer (Qwen3-4B: 32 blocks for state=kv, 128 for state=q): one round trip
 // (~1 µs; less when the launch overlaps the previous kernel and the prefetches have reached L2),
 // a few hundred cycles of arithmetic and two block barriers: ~2 µs, where the gate product and
 // the old kernel took ~2 + 7 µs.
@@ -48,6 +48,7 @@
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/qk_norm_rope_device.cuh"
 #include "backend/cuda/recurrent_device.cuh"
 #include "bifocal/error.h"
 
@@ -302,6 +303,15 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   gate_products(rows, vectorized_gates, weights, gate_partials);
   wait_async_copies();
   __syncthreads();
+  if (a.rope_inv_freq != nullptr) {  // q/k norm and RoPE folded in: the readers' q, then k, a warp each
+    const float position = float(__ldcg(a.position));
+    for (int item = int(threadIdx.x) / 32; item <= readers; item += kWarps) {
+      float* row = item < readers ? query + item * d : key;
+      device::norm_rope_head(row, row, row, item < readers ? a.q_norm : a.k_norm, a.norm_eps, true, position,
+                             a.rope_inv_freq, d, 1.0f);
+    }
+    __syncthreads();
+  }
 
   // 2. The step: m_t, f′, i′ (DESIGN.md mlstm). n_{t−1} and m_{t−1} are now in shared memory:
   //    this block no longer needs them where they are stored.
@@ -396,23 +406,24 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   if (rank == 0 && threadIdx.x == 0) a.state.stabilizer[s] = step.stabilizer;
 }
 
-// Blocks per state head: enough to give every multiprocessor one (cluster_ranks' rule), slices
-// of whole float4 columns of at most 128 columns (a warp's shuffles), and, where a divisor of d/4
-// allows, few enough rows per thread that the slice is one batch of registers. Among the slice
-// counts that fit, the smallest that reaches the wanted count: more blocks would only repeat the
-// per-block work (the gate products) without shortening the round trip.
-int mlstm_decode_ranks(int d, int states) {
+// Blocks per state head: slices of 32 columns where d allows it (whole float4 columns, at most
+// 128 a slice: a warp's shuffles). Fewer, wider blocks than one per multiprocessor, because every
+// block repeats its state's gate products (2 + readers rows of `hidden`) and a cluster barrier,
+// while a 32-column slice is already one batch of registers. Measured (stop 15, tokens/s of the
+// whole decode step, blocks per head 8 / 4 / 2 / 1; docs/performance.md):
+//   Qwen3-4B (d = 128)   Bifocal 319 / 353 / 350 / 343   mlstm:state=q 340 / 362 / 362 / 357
+//   Qwen3.5-like (256)   Bifocal 394 / 394 / 385 / —     mlstm:state=kv 414 / 407 / 391 / —
+//   paper-fig2 (64)      Bifocal 6303 / 7472 / 7518 / 7496   mlstm:state=kv 8431 / 8651 / 8554 / 8269
+// The old rule (one block per multiprocessor: 8 a head) cost Bifocal 10–19%: its step runs beside
+// the window attention, whose clusters then found no room. 32 columns is best or within 1.1%.
+int mlstm_decode_ranks(int d) {
   const int quads = d / 4;
-  const int wanted = std::clamp(multiprocessor_count() / std::max(states, 1), 1, kMaxClusterRanks);
+  const int wanted = (d + 31) / 32;
   int chosen = 0;
-  bool chosen_fits = false;
   for (int ranks = 1; ranks <= kMaxClusterRanks; ++ranks) {
     if (quads % ranks != 0 || quads / ranks > 32) continue;
-    const bool fits = SliceThreads(d / ranks).batches(d, kMaxStateVectors) == 1;
-    if (chosen == 0 || (fits && !chosen_fits) || (fits == chosen_fits && chosen < wanted)) {
-      chosen = ranks;
-      chosen_fits = fits;
-    }
+    chosen = ranks;
+    if (ranks >= wanted) break;
   }
   return chosen;
 }
@@ -445,7 +456,7 @@ void mlstm_decode(const MlstmDecodeArgs<T>& a, cudaStream_t stream) {
   // 16-byte loads of the gate rows need rows of whole chunks; otherwise element by element.
   const bool vectorized = gates.hidden * sizeof(T) % 16 == 0 && aligned16(gates.x) && aligned16(gates.input_weight) &&
                           aligned16(gates.forget_weight) && aligned16(a.mix.weight);
-  const int ranks = mlstm_decode_ranks(shape.head_dim, shape.states);
+  const int ranks = mlstm_decode_ranks(shape.head_dim);
   const int readers = shape.query_heads / shape.states;
   const MlstmDecodeLayout layout(readers, shape.head_dim, shape.head_dim / ranks, 2 + (mix ? readers : 0), mix);
   const float query_scale = float(1.0 / std::sqrt(double(shape.head_dim)));  // q̂ = q/√d, as cpu/mlstm.cpp
@@ -465,5 +476,6 @@ void mlstm_decode(const MlstmDecodeArgs<T>& a, cudaStream_t stream) {
 
 template void mlstm_decode<__nv_bfloat16>(const MlstmDecodeArgs<__nv_bfloat16>&, cudaStream_t);
 template void mlstm_decode<float>(const MlstmDecodeArgs<float>&, cudaStream_t);
+template void mlstm_decode<__half>(const MlstmDecodeArgs<__half>&, cudaStream_t);
 
 }  // namespace bifocal::cuda

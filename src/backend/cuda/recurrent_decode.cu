@@ -292,5 +292,7 @@ template void lolcats_decode<__nv_bfloat16>(const cpu::LinearShape&, int, const 
                                             cudaStream_t);
 template void lolcats_decode<float>(const cpu::LinearShape&, int, const float*, const float*, const float*,
                                     const float*, const float*, LolcatsDeviceState<float>, float*, cudaStream_t);
+template void lolcats_decode<__half>(const cpu::LinearShape&, int, const float*, const float*, const float*,
+                                     const float*, const float*, LolcatsDeviceState<__half>, float*, cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -7,7 +7,7 @@
 // Inputs are fp32: q [Hq, d], k, v [Hkv, d] after q/k-norm and RoPE. The mLSTM step computes its
 // gate pre-activations itself from the layer input x and the gate projections (T, the model's
 // storage type), so a layer's mLSTM costs one launch, not a gate product and a step. States are
-// fp32. The LoLCATs window holds keys and values in T = __nv_bfloat16 or float. Nothing is
+// fp32. The LoLCATs window holds keys and values in T = __nv_bfloat16, __half or float. Nothing is
 // allocated or synchronised; every launch goes on `stream` as a programmatic dependent launch
 // (dependent_launch.h), and every value that changes from token to token is read from device
 // memory, so a decode step can be captured in a CUDA graph and replayed.
@@ -34,7 +34,7 @@ namespace bifocal::cuda {
 
 // The gate projections of an mLSTM layer, applied to the layer input x inside the decode step
 // (DESIGN.md mlstm: ĩ, f̃ are linear in the layer input, with bias). T is the storage type of the
-// weights and of x (__nv_bfloat16 or float); the products accumulate in fp32.
+// weights and of x (__nv_bfloat16, __half or float); the products accumulate in fp32.
 template <typename T>
 struct MlstmGateProjections {
   const T* x = nullptr;              // [hidden] the normed layer input
@@ -70,6 +70,14 @@ struct MlstmDecodeArgs {
   cpu::MlstmState state{};
   T* out = nullptr;  // [Hq, d]
   MlstmMix<T> mix;
+  // Optional, Bifocal's decode with the layer's q/k norm and RoPE folded in (attention_decode.cuh,
+  // DecodeAttentionArgs::rope_inv_freq): q and k arrive raw and the step applies them to its copies,
+  // RoPE at *position.
+  const float* rope_inv_freq = nullptr;  // [d/2]
+  const T* q_norm = nullptr;             // [d] or null
+  const T* k_norm = nullptr;
+  float norm_eps = 0.0f;
+  const std::int64_t* position = nullptr;
 };
 
 template <typename T>

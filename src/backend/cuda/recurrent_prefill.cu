@@ -312,5 +312,8 @@ template void lolcats_prefill<__nv_bfloat16>(const cpu::LinearShape&, int, const
 template void lolcats_prefill<float>(const cpu::LinearShape&, int, const float*, const float*, const float*,
                                      const float*, const float*, int, LolcatsDeviceState<float>, float*, void*,
                                      cudaStream_t);
+template void lolcats_prefill<__half>(const cpu::LinearShape&, int, const float*, const float*, const float*,
+                                      const float*, const float*, int, LolcatsDeviceState<__half>, float*, void*,
+                                      cudaStream_t);
 
 }  // namespace bifocal::cuda

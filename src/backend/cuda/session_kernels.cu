@@ -73,6 +73,8 @@ template void fill_uniform<__nv_bfloat16>(__nv_bfloat16*, std::int64_t, std::uin
 template void fill_uniform<float>(float*, std::int64_t, std::uint64_t, float, cudaStream_t);
 template void fill_constant<__nv_bfloat16>(__nv_bfloat16*, std::int64_t, __nv_bfloat16, cudaStream_t);
 template void fill_constant<float>(float*, std::int64_t, float, cudaStream_t);
+template void fill_uniform<__half>(__half*, std::int64_t, std::uint64_t, float, cudaStream_t);
+template void fill_constant<__half>(__half*, std::int64_t, __half, cudaStream_t);
 template void fill_constant<std::int64_t>(std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);
 
 }  // namespace bifocal::cuda

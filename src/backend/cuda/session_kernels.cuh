@@ -9,7 +9,7 @@
 namespace bifocal::cuda {
 
 // data[i] = scale · u_i with u_i uniform in [−1, 1), a hash of (seed, i): reproducible, and fast
-// enough to fill 8 GB of synthetic weights in milliseconds. T: __nv_bfloat16 or float.
+// enough to fill 8 GB of synthetic weights in milliseconds. T: __nv_bfloat16, __half or float.
 template <typename T>
 void fill_uniform(T* data, std::int64_t count, std::uint64_t seed, float scale, cudaStream_t stream);
 

@@ -7,15 +7,12 @@
 #include <cstdint>
 
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_math.cuh"
 #include "bifocal/error.h"
 
 namespace bifocal::cuda {
 
-__device__ __forceinline__ void store4(float* dst, float4 x) { *reinterpret_cast<float4*>(dst) = x; }
-__device__ __forceinline__ void store4(__nv_bfloat16* dst, float4 x) {
-  const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(x.x, x.y), __floats2bfloat162_rn(x.z, x.w)};
-  *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(pair);
-}
+using device::store4;
 
 // One block per new token: converts its kv_heads·head_dim keys and values, 4 at a time.
 template <typename T>
@@ -56,5 +53,7 @@ template void store_kv_slots<__nv_bfloat16>(const float*, const float*, int, con
                                             __nv_bfloat16*, std::int64_t*, int, int, int, int, cudaStream_t);
 template void store_kv_slots<float>(const float*, const float*, int, const std::int64_t*, float*, float*,
                                     std::int64_t*, int, int, int, int, cudaStream_t);
+template void store_kv_slots<__half>(const float*, const float*, int, const std::int64_t*, __half*, __half*,
+                                     std::int64_t*, int, int, int, int, cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -5,7 +5,7 @@
 // (of the blocks of a cluster, or of one block) to a common max. DEVICE CODE: include from .cu
 // files only.
 //
-// Rows are read 8 elements (16 bytes of bf16, 32 of fp32) per lane; a power of two of lanes ≥ d/8
+// Rows are read 8 elements (16 bytes of bf16 or fp16, 32 of fp32) per lane; a power of two of lanes ≥ d/8
 // shares one row, so dot products reduce with xor shuffles inside aligned lane groups. head_dim
 // must be a multiple of 8 and at most 256.
 #pragma once
@@ -57,15 +57,9 @@ __device__ inline float row_group_sum(float x, int lanes) {
 }
 
 // 8 consecutive elements as floats; p is 16-byte aligned (32 for fp32).
-__device__ inline void load8(const __nv_bfloat16* p, float* out) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(pairs[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
+template <typename T>
+__device__ inline void load8(const T* p, float* out) {
+  device::unpack16(*reinterpret_cast<const uint4*>(p), out, p);  // bf16 or fp16
 }
 __device__ inline void load8(const float* p, float* out) {
   const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
@@ -76,13 +70,11 @@ __device__ inline void load8(const float* p, float* out) {
 // The value a T cache keeps of x (the window reads a new token's fp32 key as the cache holds it).
 template <typename T>
 __device__ inline float stored_as(float x) {
-  if constexpr (sizeof(T) == 2) return __bfloat162float(__float2bfloat16_rn(x));
-  else return x;
+  return device::to_float(device::from_float<T>(x));
 }
 template <typename T>
 __device__ inline T to_storage(float x) {
-  if constexpr (sizeof(T) == 2) return __float2bfloat16_rn(x);
-  else return x;
+  return device::from_float<T>(x);
 }
 
 // One block's softmax state over its rows, per query head, in shared memory (the same offsets in
