@@ -47,6 +47,9 @@
 //             (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic, overlapped.
 //             ~70–100 µs.
 //   ≈ 100–135 µs per layer per 4K tokens (was ~2 ms: 64 blocks walking 64 chunks in sequence).
+//   Measured (2026-12-01, H200): kernels 1 and 2 ~60 and ~22 µs, kernel 3 697 µs — it is
+//   latency-bound at one block of 8 warps per SM (issue slots 29% busy, tensor pipe 11%); the
+//   estimate above is its throughput floor. Line-by-line reading: docs/notes/cuda-stop15-2026-12-01.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
 // d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
 //
