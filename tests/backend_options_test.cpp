@@ -4,6 +4,7 @@
 #include "bifocal/model.h"
 #include "cli_runner.h"
 #include "golden_model.h"
+#include "io/safetensors.h"
 #include "model/device_model.h"
 #include "test_files.h"
 
@@ -21,7 +22,8 @@ TEST(BackendOptions, UnknownBackendOrDtypeIsNamed) {
                         {"--dtype", "needs --backend cuda"});
 }
 
-// --dtype's values for the CUDA backend: auto means bf16; fp16 and bf16 both store 2 bytes.
+// --dtype's values for the CUDA backend: auto means bf16 where no checkpoint decides (bench's
+// synthetic weights); fp16 and bf16 both store 2 bytes.
 TEST(BackendOptions, DeviceDtypesParseAndSizeTheirElements) {
   EXPECT_EQ(parse_device_dtype("auto"), DeviceDtype::BFloat16);
   EXPECT_EQ(parse_device_dtype("bf16"), DeviceDtype::BFloat16);
@@ -38,6 +40,19 @@ TEST(BackendOptions, DeviceDtypesParseAndSizeTheirElements) {
   const auto bench = testing::run_cli("bench --shape paper-fig2 --mixer full --context 1k --dtype fp8");
   EXPECT_NE(bench.exit_code, 0);
   EXPECT_NE(bench.output.find("--dtype"), std::string::npos) << bench.output;
+}
+
+// Against a checkpoint, auto follows it: fp16 for one whose floating-point tensors are all fp16
+// (the golden Mistral), bf16 for a bf16 one and for an fp32 one; explicit values are kept.
+TEST(BackendOptions, AutoDtypeIsFp16ForAnFp16Checkpoint) {
+  const auto store = [](const char* name) { return WeightStore::open(testing::golden_model(name)); };
+  EXPECT_EQ(resolve_device_dtype("auto", store("mistral_fp16_swa")), DeviceDtype::Float16);
+  EXPECT_EQ(resolve_device_dtype("auto", store("qwen3_bf16")), DeviceDtype::BFloat16);
+  EXPECT_EQ(resolve_device_dtype("auto", store("qwen2_fp32_tied")), DeviceDtype::BFloat16);
+  EXPECT_EQ(resolve_device_dtype("auto", store("llama_fp32_sharded")), DeviceDtype::BFloat16);
+  EXPECT_EQ(resolve_device_dtype("bf16", store("mistral_fp16_swa")), DeviceDtype::BFloat16);
+  EXPECT_EQ(resolve_device_dtype("fp32", store("mistral_fp16_swa")), DeviceDtype::Float32);
+  testing::expect_error([&] { resolve_device_dtype("fp8", store("qwen3_bf16")); }, {"--dtype", "unknown dtype 'fp8'"});
 }
 
 #ifndef BIFOCAL_WITH_CUDA

@@ -19,8 +19,8 @@ void add_backend_options(CLI::App& command, BackendFlags& flags) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "cuda"}));
   command.add_option("--dtype", flags.dtype,
-                     "Weight and KV-cache storage on the CUDA backend: auto (= bf16), bf16, fp16, or fp32 (a test "
-                     "path); the CPU backend computes in fp32")
+                     "Weight and KV-cache storage on the CUDA backend: auto (fp16 for an fp16 checkpoint, else "
+                     "bf16), bf16, fp16, or fp32 (a test path); the CPU backend computes in fp32")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bf16", "fp16", "fp32"}));
 }

@@ -25,8 +25,14 @@ struct ModelWeights;
 // fp32 a test path.
 enum class DeviceDtype { BFloat16, Float16, Float32 };
 
-// The --dtype flag's value: auto (= bf16), bf16, fp16 or fp32; anything else fails naming --dtype.
+// The --dtype flag's value: auto (= bf16 where no checkpoint decides: `bench`'s synthetic
+// weights), bf16, fp16 or fp32; anything else fails naming --dtype.
 DeviceDtype parse_device_dtype(const std::string& name);
+// --dtype against a checkpoint: auto is fp16 when every floating-point tensor of `store` is fp16
+// (bf16 would drop three significand bits of each; such a model was trained or exported to run in
+// fp16's range), else bf16 (bf16 checkpoints, and fp32 ones, whose range fp16 may not hold) —
+// the rule vLLM's auto follows. Other values as parse_device_dtype.
+DeviceDtype resolve_device_dtype(const std::string& name, const WeightStore& store);
 std::size_t device_dtype_bytes(DeviceDtype dtype);
 
 // One sequence's state on the device: every layer's cache or recurrent state, and the scratch.

@@ -58,6 +58,18 @@ DeviceDtype parse_device_dtype(const std::string& name) {
   fail("--dtype", "unknown dtype '" + name + "' (expected auto, bf16, fp16 or fp32)");
 }
 
+DeviceDtype resolve_device_dtype(const std::string& name, const WeightStore& store) {
+  if (name != "auto") return parse_device_dtype(name);
+  bool any_floating = false;
+  for (const std::string& tensor : store.names()) {
+    const DType dtype = store.find(tensor)->dtype;
+    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F64) continue;
+    if (dtype != DType::F16) return DeviceDtype::BFloat16;
+    any_floating = true;
+  }
+  return any_floating ? DeviceDtype::Float16 : DeviceDtype::BFloat16;
+}
+
 std::size_t device_dtype_bytes(DeviceDtype dtype) { return dtype == DeviceDtype::Float32 ? 4 : 2; }
 
 Model Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
@@ -82,7 +94,7 @@ Model Model::load(const std::filesystem::path& dir, const ModelOptions& options)
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
   DeviceModelSource device_source{.config = &model.config_, .weights = model.weights_.get(), .layer_mixers = {},
                                   .layer_parameters = {}, .rope_inv_freq = model.rope_inv_freq_,
-                                  .dtype = parse_device_dtype(options.dtype), .synthetic_seed = 0};
+                                  .dtype = resolve_device_dtype(options.dtype, store), .synthetic_seed = 0};
   for (int layer = 0; layer < c.num_layers; ++layer) {
     const MixerSpec spec = choose_layer_mixer(c, configured, options, layer);
     // Full layers the config places on purpose (a single layer or the pattern) are exempt.
