@@ -20,11 +20,13 @@
 #include "backend/cuda/gemv.cuh"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
+#include "bifocal/error.h"
 
 namespace bifocal::cuda {
 namespace {
@@ -167,6 +169,66 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   product.out[row] = accumulate ? product.out[row] + value : value;
 }
 
+// An experiment while it is measured (BIFOCAL_GEMV_STAGE=1; off by default): whole rows staged in
+// shared memory before the wait. gemv_kernel has kUnroll chunks a lane (2 KB a warp) in flight
+// when it waits for the kernel that writes x; the latency-bound kernels before the products (the
+// window attention, the RMSNorms: ~7 µs a layer, docs/performance.md's ablation) leave HBM idle
+// longer than that covers. Here each warp copies its whole row into shared memory (cp.async: no
+// registers) before the wait, so the blocks resident during the previous kernel pull up to
+// 8·k·2 bytes each then (o_proj's 21 MB fit in the H200's shared memory at once). After the wait
+// a lane reads back only the chunks it copied, in gemv_kernel's order (chunks lane, lane + 32, …,
+// elements in order), so the sums are gemv_kernel's bit for bit. 16-bit storage, k % 8 == 0 and
+// at most kMaxStagedBlockBytes a block (q/k/v and o_proj of the 4B shapes; not down_proj).
+constexpr std::size_t kMaxStagedBlockBytes = 96 * 1024;
+
+template <typename T, typename XT>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+    gemv_staged_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool accumulate) {
+  static_assert(sizeof(T) == 2, "16-bit storage: a chunk is one 16-byte copy");
+  extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][k / kChunk]
+  allow_next_kernel_launch();
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const std::int64_t global_row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (global_row >= batch.first_row[batch.count]) return;  // the whole warp leaves together
+  int p = 0;
+  while (global_row >= batch.first_row[p + 1]) ++p;
+  const GemvProduct<T>& product = batch.products[p];
+  const std::int64_t row = global_row - batch.first_row[p];
+  const int chunks = k / kChunk;
+  uint4* staged = staged_rows + std::size_t(warp) * chunks;
+  const uint4* source = reinterpret_cast<const uint4*>(product.weight + row * k);
+  for (int c = lane; c < chunks; c += kWarpSize) device::copy16_async(staged + c, source + c);
+  device::commit_async_copies();
+  wait_for_previous_kernel();
+  device::wait_async_copies<0>();  // this lane's copies; it reads no other lane's
+  float acc = 0.0f;
+  for (int c = lane; c < chunks; c += kWarpSize) {
+    Chunk<XT> xs;
+    xs.load(x + kChunk * c);
+    Chunk<T> w;
+    w.raw = staged[c];
+    float xf[kChunk], wf[kChunk];
+    xs.unpack(xf);
+    w.unpack(wf);
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) acc = fmaf(wf[i], xf[i], acc);
+  }
+  const float sum = warp_sum(acc);
+  if (lane != 0) return;
+  float value = sum;
+  if (product.bias != nullptr) value += to_float(product.bias[row]);
+  product.out[row] = accumulate ? product.out[row] + value : value;
+}
+
+// BIFOCAL_GEMV_STAGE: 1 stages (gemv_staged_kernel where it applies), 0 or unset streams. Read at
+// every launch (host only; a captured decode graph keeps what its capture read).
+bool gemv_staging_requested() {
+  const char* text = std::getenv("BIFOCAL_GEMV_STAGE");
+  if (text == nullptr || std::string(text) == "0") return false;
+  if (std::string(text) != "1") fail("BIFOCAL_GEMV_STAGE", "expected 0 or 1, got '" + std::string(text) + "'");
+  return true;
+}
+
 // Warp w of block b owns output row j = b·kWarpsPerBlock + w and reads row j of both matrices.
 template <typename T, typename XT, typename OutT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
@@ -205,6 +267,14 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
   }
   const std::int64_t rows = batch.first_row[batch.count];
   if (rows <= 0) return;
+  if constexpr (sizeof(T) == 2) {
+    const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * k * sizeof(T);
+    if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
+      launch_dependent(gemv_staged_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize),
+                       staged_bytes, stream, "gemv_staged_kernel", batch, x, k, accumulate);
+      return;
+    }
+  }
   launch_dependent(gemv_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
                    "gemv_kernel", batch, x, k, vectorized, accumulate);
 }
