@@ -189,9 +189,10 @@ void check_shared_input(const std::vector<int>& rows, int k, bool accumulate, st
 }
 
 // gate_up_swiglu_gemv<T, XT, OutT> on one shape against silu(W_gate·x) · (W_up·x) by the CPU
-// backend's swiglu on double-precision products.
+// backend's swiglu on double-precision products; `output` (optional) receives what it wrote.
 template <typename T, typename XT, typename OutT>
-void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log) {
+void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log,
+                   std::vector<float>* output = nullptr) {
   const auto [m, k] = shape;
   SCOPED_TRACE(describe(shape) + ", x " + type_name<XT>() +
                ", out " + type_name<OutT>());
@@ -212,7 +213,9 @@ void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log
   out.fill_bytes(0xFF);
   cuda::gate_up_swiglu_gemv(device_gate.data(), device_up.data(), device_x.data(), m, k, out.data(), nullptr);
   const double tolerance = std::is_same_v<OutT, float> ? kGemvTolerance : kBf16Tolerance;
-  EXPECT_LT(log.add(relative_error(download_floats(out), want)), tolerance);
+  const auto got = download_floats(out);
+  EXPECT_LT(log.add(relative_error(got, want)), tolerance);
+  if (output != nullptr) *output = got;
 }
 
 template <typename T>
@@ -340,6 +343,31 @@ TYPED_TEST(GateUpSwigluGemv, MatchesSwigluOfReferenceProducts) {
     check_gate_up<T, float, Narrow>(shape, this->rng_, log);
     check_gate_up<T, Narrow, float>(shape, this->rng_, log);
     check_gate_up<T, Narrow, Narrow>(shape, this->rng_, log);
+  }
+}
+
+// BIFOCAL_GEMV_STAGE=1: both rows of a warp staged in shared memory give the streaming kernel's
+// output bit for bit (Qwen3-4B's gate/up, 80 KB a block; a small shape that streams either way).
+TYPED_TEST(GateUpSwigluGemv, StagedRowsGiveTheStreamedResultBitForBit) {
+  using T = TypeParam;
+  if constexpr (sizeof(T) != 2) {
+    GTEST_SKIP() << "staging is for 16-bit storage";
+  } else {
+    testing::ErrorLog log{"gate_up_swiglu_gemv, staged rows"};
+    for (const Shape& shape : {Shape{9728, 2560}, Shape{31, 96}}) {
+      std::vector<float> streamed, staged;
+      std::mt19937 first = this->rng_, second = this->rng_;
+      {
+        testing::ScopedEnvironment off("BIFOCAL_GEMV_STAGE", "0");
+        check_gate_up<T, testing::Narrow<T>, testing::Narrow<T>>(shape, first, log, &streamed);
+      }
+      {
+        testing::ScopedEnvironment on("BIFOCAL_GEMV_STAGE", "1");
+        check_gate_up<T, testing::Narrow<T>, testing::Narrow<T>>(shape, second, log, &staged);
+      }
+      EXPECT_EQ(staged, streamed) << describe(shape);
+      this->rng_ = first;
+    }
   }
 }
 

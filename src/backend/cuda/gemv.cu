@@ -178,13 +178,49 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 // 8·k·2 bytes each then (o_proj's 21 MB fit in the H200's shared memory at once). After the wait
 // a lane reads back only the chunks it copied, in gemv_kernel's order (chunks lane, lane + 32, …,
 // elements in order), so the sums are gemv_kernel's bit for bit. 16-bit storage, k % 8 == 0 and
-// at most kMaxStagedBlockBytes a block (q/k/v and o_proj of the 4B shapes; not down_proj).
+// at most kMaxStagedBlockBytes a block (q/k/v, o_proj and gate/up of the 4B shapes; not down_proj).
 constexpr std::size_t kMaxStagedBlockBytes = 96 * 1024;
+
+// warp_dot_rows for 16-bit W with k % 8 == 0, its rows staged: the warp copies its kRows rows
+// into `staged` ([kRows][k / kChunk] chunks) before the wait, then sums from shared memory.
+template <typename T, typename XT, int kRows>
+__device__ void staged_warp_dot_rows(const T* const (&rows)[kRows], uint4* staged, const XT* x, int k,
+                                     float (&sums)[kRows]) {
+  static_assert(sizeof(T) == 2, "16-bit storage: a chunk is one 16-byte copy");
+  const int lane = threadIdx.x % kWarpSize, chunks = k / kChunk;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const uint4* source = reinterpret_cast<const uint4*>(rows[r]);
+    for (int c = lane; c < chunks; c += kWarpSize) device::copy16_async(staged + r * chunks + c, source + c);
+  }
+  device::commit_async_copies();
+  wait_for_previous_kernel();
+  device::wait_async_copies<0>();  // this lane's copies; it reads no other lane's
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+  for (int c = lane; c < chunks; c += kWarpSize) {
+    Chunk<XT> xs;
+    xs.load(x + kChunk * c);
+    float xf[kChunk];
+    xs.unpack(xf);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      Chunk<T> w;
+      w.raw = staged[r * chunks + c];
+      float wf[kChunk];
+      w.unpack(wf);
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) acc[r] = fmaf(wf[i], xf[i], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
+}
 
 template <typename T, typename XT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gemv_staged_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool accumulate) {
-  static_assert(sizeof(T) == 2, "16-bit storage: a chunk is one 16-byte copy");
   extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][k / kChunk]
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -194,28 +230,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   while (global_row >= batch.first_row[p + 1]) ++p;
   const GemvProduct<T>& product = batch.products[p];
   const std::int64_t row = global_row - batch.first_row[p];
-  const int chunks = k / kChunk;
-  uint4* staged = staged_rows + std::size_t(warp) * chunks;
-  const uint4* source = reinterpret_cast<const uint4*>(product.weight + row * k);
-  for (int c = lane; c < chunks; c += kWarpSize) device::copy16_async(staged + c, source + c);
-  device::commit_async_copies();
-  wait_for_previous_kernel();
-  device::wait_async_copies<0>();  // this lane's copies; it reads no other lane's
-  float acc = 0.0f;
-  for (int c = lane; c < chunks; c += kWarpSize) {
-    Chunk<XT> xs;
-    xs.load(x + kChunk * c);
-    Chunk<T> w;
-    w.raw = staged[c];
-    float xf[kChunk], wf[kChunk];
-    xs.unpack(xf);
-    w.unpack(wf);
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) acc = fmaf(wf[i], xf[i], acc);
-  }
-  const float sum = warp_sum(acc);
+  const T* rows[1] = {product.weight + row * k};
+  float sums[1];
+  staged_warp_dot_rows<T, XT, 1>(rows, staged_rows + std::size_t(warp) * (k / kChunk), x, k, sums);
   if (lane != 0) return;
-  float value = sum;
+  float value = sums[0];
   if (product.bias != nullptr) value += to_float(product.bias[row]);
   product.out[row] = accumulate ? product.out[row] + value : value;
 }
@@ -241,6 +260,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
   warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
+  if (lane != 0) return;
+  const float g = sums[0], u = sums[1];
+  out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
+}
+
+// gate_up_swiglu_kernel with both rows of a warp staged (BIFOCAL_GEMV_STAGE=1): the product after
+// the layer's second RMSNorm, 52 MB of Qwen3-4B's 88 MB a layer.
+template <typename T, typename XT, typename OutT>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+    gate_up_swiglu_staged_kernel(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, OutT* out) {
+  extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][2][k / kChunk]
+  allow_next_kernel_launch();
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  if (row >= m) return;
+  const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
+  float sums[2];
+  staged_warp_dot_rows<T, XT, 2>(rows, staged_rows + std::size_t(warp) * 2 * (k / kChunk), x, k, sums);
   if (lane != 0) return;
   const float g = sums[0], u = sums[1];
   out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
@@ -290,6 +327,15 @@ void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, 
                          cudaStream_t stream) {
   if (m <= 0) return;
   const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && aligned_16(x);
+  if constexpr (sizeof(T) == 2) {
+    const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * 2 * k * sizeof(T);
+    if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
+      launch_dependent(gate_up_swiglu_staged_kernel<T, XT, OutT>, dim3(blocks_for(m)),
+                       dim3(kWarpsPerBlock * kWarpSize), staged_bytes, stream, "gate_up_swiglu_staged_kernel",
+                       gate_weight, up_weight, x, m, k, out);
+      return;
+    }
+  }
   launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
                    stream, "gate_up_swiglu_kernel", gate_weight, up_weight, x, m, k, vectorized, out);
 }
