@@ -364,6 +364,31 @@ TEST_F(DeviceSampling, TopKTiesKeepTheLowestIndices) {
   }
 }
 
+// A NaN or +inf logit anywhere (an overflow): every path answers kNonFiniteLogitsToken, which
+// the decode step turns into the CPU Sampler's error, and still advances the step. -inf stays a
+// masked token (the tests above).
+TEST_F(DeviceSampling, NonFiniteLogitsGiveTheMarkerOnEveryPath) {
+  const SamplingParams greedy{0.0f, 0, 1.0f, 0};
+  for (const int vocab : {100, kQwen3Vocab}) {
+    std::uniform_int_distribution<int> place(0, vocab - 1);
+    for (const float bad : {NAN, INFINITY}) {
+      for (const int at : {place(rng_), vocab - 1}) {
+        SCOPED_TRACE("vocab " + std::to_string(vocab) + ", " + std::to_string(bad) + " at " + std::to_string(at));
+        auto logits = random_logits(vocab, rng_, 2.0f);
+        logits[at] = bad;
+        DeviceSampler device(logits, 2);
+        EXPECT_EQ(device.argmax(), cuda::kNonFiniteLogitsToken);
+        for (const SamplingParams& params : {greedy, kPathParams[0], kPathParams[1], kPathParams[2]}) {
+          SCOPED_TRACE(describe(params));
+          device.set_step(3);
+          EXPECT_EQ(device.sample(params, 2), std::vector<std::int32_t>(2, cuda::kNonFiniteLogitsToken));
+          EXPECT_EQ(device.step(), 5u);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(DeviceSampling, InvalidParamsAndLogitsAreRejected) {
   DeviceSampler device(random_logits(100, rng_, 1.0f), 1);
   auto sample = [&](const SamplingParams& params, const float* logits) {

@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
 // 128 a slice: a warp's shuffles). Fewer, wider blocks than one per multiprocessor, because every
 // block repeats its state's gate products (2 + readers rows of `hidden`) and a cluster barrier,
 // while a 32-column slice is already one batch of registers. Measured (stop 15, tokens/s of the
-// whole decode step, blocks per head 8 / 4 / 2 / 1; docs/performance.md):
+// whole decode step, blocks per head 8 / 4 / 2 / 1; docs/notes/cuda-stop15-2026-12-01.md):
 //   Qwen3-4B (d = 128)   Bifocal 319 / 353 / 350 / 343   mlstm:state=q 340 / 362 / 362 / 357
 //   Qwen3.5-like (256)   Bifocal 394 / 394 / 385 / —     mlstm:state=kv 414 / 407 / 391 / —
 //   paper-fig2 (64)      Bifocal 6303 / 7472 / 7518 / 7496   mlstm:state=kv 8431 / 8651 / 8554 / 8269

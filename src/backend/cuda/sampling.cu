@@ -47,6 +47,13 @@ __device__ __forceinline__ Candidate better(Candidate a, Candidate b) { return i
 // Loses to every real token, a -inf logit included (its index is smaller).
 __device__ __forceinline__ Candidate no_candidate() { return {-INFINITY, INT_MAX}; }
 
+// A NaN or +inf logit (sampling.cuh: the sampler's answer is then kNonFiniteLogitsToken).
+__device__ __forceinline__ bool is_non_finite_logit(float logit) { return !(logit < INFINITY); }
+
+// Beats every candidate (no real logit reaches +inf in the order once +inf logits are this), so a
+// reduction that meets one ends with it: the argmax paths' answer for non-finite logits.
+__device__ __forceinline__ Candidate non_finite_marker() { return {INFINITY, kNonFiniteLogitsToken}; }
+
 // ---------------------------------------------------------------------------------------------
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
 // constants of Random123 and curand): 4 random uint32 per (counter, key). Counter-based, so a
@@ -143,6 +150,8 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_partials_kernel(const f
     } else {
       for (int e = 0; e < 4; ++e) values[e] = first + e < vocab ? logits[first + e] : -INFINITY;
     }
+    bool non_finite[4];
+    for (int e = 0; e < 4; ++e) non_finite[e] = is_non_finite_logit(values[e]);  // before any noise
     if constexpr (kWithGumbelNoise) {
       // One Philox call per group of 4: the noise of token i is lane i % 4 of call i / 4.
       const uint4 bits = random_bits(noise.seed, step, kGumbelNoise, std::uint32_t(group));
@@ -152,7 +161,7 @@ __global__ __launch_bounds__(kArgmaxThreads) void argmax_partials_kernel(const f
       values[3] = values[3] / noise.temperature + gumbel_from_bits(bits.w);
     }
     for (int e = 0; e < 4; ++e)
-      if (first + e < vocab) best = better(best, Candidate{values[e], first + e});
+      if (first + e < vocab) best = better(best, non_finite[e] ? non_finite_marker() : Candidate{values[e], first + e});
   }
   best = block_best(best);
   if (threadIdx.x == 0) partials[blockIdx.x] = best;
@@ -498,6 +507,14 @@ __global__ __launch_bounds__(kSelectThreads) void draw_from_candidates_kernel(
     }
   };
   select_top_k(for_each_item, k, lower_bound, selection, top);
+  // A NaN or +inf logit orders above every finite one (order_key), so it is among the top k if the
+  // logits hold one: then the answer is kNonFiniteLogitsToken, not a draw.
+  bool non_finite = false;
+  for (int i = threadIdx.x; i < k; i += kSelectThreads) non_finite = non_finite || is_non_finite_logit(top[i].logit);
+  if (__syncthreads_or(non_finite)) {
+    if (threadIdx.x == 0) *out_token = kNonFiniteLogitsToken, *step = step_value + 1;
+    return;
+  }
 
   // Sorted best first, as the CPU sorts. Bitonic: padding (no_candidate) goes after every token.
   const Candidate* sorted = top;
