@@ -137,38 +137,6 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k,
   for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
 }
 
-// The products of one gemv_shared_input launch, passed by value (kernel parameters): their rows
-// are numbered one after the other, product p owning global rows first_row[p] … first_row[p+1]−1.
-template <typename T>
-struct SharedInputProducts {
-  GemvProduct<T> products[kMaxSharedInputProducts];
-  std::int64_t first_row[kMaxSharedInputProducts + 1];
-  int count;
-};
-
-// Warp w of block b owns global row g = b·kWarpsPerBlock + w, row g − first_row[p] of product p.
-// Lane 0 adds the bias and, when accumulating, the old out[j] — in the CPU backend's order:
-// out = out + (W·x + bias).
-template <typename T, typename XT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    gemv_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool vectorized, bool accumulate) {
-  allow_next_kernel_launch();
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const std::int64_t global_row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (global_row >= batch.first_row[batch.count]) return;  // the whole warp leaves together
-  int p = 0;
-  while (global_row >= batch.first_row[p + 1]) ++p;
-  const GemvProduct<T>& product = batch.products[p];
-  const std::int64_t row = global_row - batch.first_row[p];
-  const T* rows[1] = {product.weight + row * k};
-  float sums[1];
-  warp_dot_rows<T, XT, 1>(rows, x, k, vectorized, sums);
-  if (lane != 0) return;
-  float value = sums[0];
-  if (product.bias != nullptr) value += to_float(product.bias[row]);
-  product.out[row] = accumulate ? product.out[row] + value : value;
-}
-
 // An experiment while it is measured (BIFOCAL_GEMV_STAGE=1; off by default): whole rows staged in
 // shared memory before the wait. gemv_kernel has kUnroll chunks a lane (2 KB a warp) in flight
 // when it waits for the kernel that writes x; the latency-bound kernels before the products (the
@@ -218,10 +186,21 @@ __device__ void staged_warp_dot_rows(const T* const (&rows)[kRows], uint4* stage
   for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
 }
 
-template <typename T, typename XT>
+// The products of one gemv_shared_input launch, passed by value (kernel parameters): their rows
+// are numbered one after the other, product p owning global rows first_row[p] … first_row[p+1]−1.
+template <typename T>
+struct SharedInputProducts {
+  GemvProduct<T> products[kMaxSharedInputProducts];
+  std::int64_t first_row[kMaxSharedInputProducts + 1];
+  int count;
+};
+
+// Warp w of block b owns global row g = b·kWarpsPerBlock + w, row g − first_row[p] of product p.
+// Lane 0 adds the bias and, when accumulating, the old out[j] — in the CPU backend's order:
+// out = out + (W·x + bias). kStaged: the rows staged in shared memory (the experiment above).
+template <typename T, typename XT, bool kStaged>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    gemv_staged_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool accumulate) {
-  extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][k / kChunk]
+    gemv_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool vectorized, bool accumulate) {
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const std::int64_t global_row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
@@ -232,7 +211,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   const std::int64_t row = global_row - batch.first_row[p];
   const T* rows[1] = {product.weight + row * k};
   float sums[1];
-  staged_warp_dot_rows<T, XT, 1>(rows, staged_rows + std::size_t(warp) * (k / kChunk), x, k, sums);
+  if constexpr (kStaged) {
+    extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][k / kChunk]
+    staged_warp_dot_rows<T, XT, 1>(rows, staged_rows + std::size_t(warp) * (k / kChunk), x, k, sums);
+  } else {
+    warp_dot_rows<T, XT, 1>(rows, x, k, vectorized, sums);
+  }
   if (lane != 0) return;
   float value = sums[0];
   if (product.bias != nullptr) value += to_float(product.bias[row]);
@@ -249,7 +233,8 @@ bool gemv_staging_requested() {
 }
 
 // Warp w of block b owns output row j = b·kWarpsPerBlock + w and reads row j of both matrices.
-template <typename T, typename XT, typename OutT>
+// kStaged: both rows staged in shared memory (the experiment above).
+template <typename T, typename XT, typename OutT, bool kStaged>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, bool vectorized,
                           OutT* out) {
@@ -259,25 +244,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   if (row >= m) return;
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
-  warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
-  if (lane != 0) return;
-  const float g = sums[0], u = sums[1];
-  out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
-}
-
-// gate_up_swiglu_kernel with both rows of a warp staged (BIFOCAL_GEMV_STAGE=1): the product after
-// the layer's second RMSNorm, 52 MB of Qwen3-4B's 88 MB a layer.
-template <typename T, typename XT, typename OutT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    gate_up_swiglu_staged_kernel(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, OutT* out) {
-  extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][2][k / kChunk]
-  allow_next_kernel_launch();
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (row >= m) return;
-  const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
-  float sums[2];
-  staged_warp_dot_rows<T, XT, 2>(rows, staged_rows + std::size_t(warp) * 2 * (k / kChunk), x, k, sums);
+  if constexpr (kStaged) {
+    extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][2][k / kChunk]
+    staged_warp_dot_rows<T, XT, 2>(rows, staged_rows + std::size_t(warp) * 2 * (k / kChunk), x, k, sums);
+  } else {
+    warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
+  }
   if (lane != 0) return;
   const float g = sums[0], u = sums[1];
   out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
@@ -307,12 +279,12 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
   if constexpr (sizeof(T) == 2) {
     const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * k * sizeof(T);
     if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
-      launch_dependent(gemv_staged_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize),
-                       staged_bytes, stream, "gemv_staged_kernel", batch, x, k, accumulate);
+      launch_dependent(gemv_kernel<T, XT, true>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize),
+                       staged_bytes, stream, "gemv_kernel", batch, x, k, vectorized, accumulate);
       return;
     }
   }
-  launch_dependent(gemv_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+  launch_dependent(gemv_kernel<T, XT, false>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
                    "gemv_kernel", batch, x, k, vectorized, accumulate);
 }
 
@@ -330,13 +302,13 @@ void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, 
   if constexpr (sizeof(T) == 2) {
     const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * 2 * k * sizeof(T);
     if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
-      launch_dependent(gate_up_swiglu_staged_kernel<T, XT, OutT>, dim3(blocks_for(m)),
-                       dim3(kWarpsPerBlock * kWarpSize), staged_bytes, stream, "gate_up_swiglu_staged_kernel",
-                       gate_weight, up_weight, x, m, k, out);
+      launch_dependent(gate_up_swiglu_kernel<T, XT, OutT, true>, dim3(blocks_for(m)),
+                       dim3(kWarpsPerBlock * kWarpSize), staged_bytes, stream, "gate_up_swiglu_kernel", gate_weight,
+                       up_weight, x, m, k, vectorized, out);
       return;
     }
   }
-  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
+  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT, false>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
                    stream, "gate_up_swiglu_kernel", gate_weight, up_weight, x, m, k, vectorized, out);
 }
 
