@@ -12,6 +12,10 @@ namespace bifocal {
 enum class DType { F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL };
 
 std::size_t dtype_bytes(DType dtype);
+// F32, F16, BF16 or F64: the types TensorView::to_float widens.
+inline bool is_floating(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F64;
+}
 std::string_view dtype_name(DType dtype);  // the safetensors spelling: "F32", "BF16", ...
 // Parses the safetensors spelling; returns false for names bifocal does not know.
 bool parse_dtype(std::string_view name, DType& out);

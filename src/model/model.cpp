@@ -63,7 +63,7 @@ DeviceDtype resolve_device_dtype(const std::string& name, const WeightStore& sto
   bool any_floating = false;
   for (const std::string& tensor : store.names()) {
     const DType dtype = store.find(tensor)->dtype;
-    if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16 && dtype != DType::F64) continue;
+    if (!is_floating(dtype)) continue;
     if (dtype != DType::F16) return DeviceDtype::BFloat16;
     any_floating = true;
   }
