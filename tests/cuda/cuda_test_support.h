@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -128,25 +126,5 @@ std::vector<float> download_floats(const cuda::DeviceBuffer<T>& buffer) {
   else
     return to_float(buffer.download());
 }
-
-// An environment variable set for a scope and restored after (the CUDA experiments' settings,
-// which their launchers read when they launch).
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnvironment() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 }  // namespace bifocal::testing

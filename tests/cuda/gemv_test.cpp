@@ -147,11 +147,10 @@ void check_gemv(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log, i
 }
 
 // gemv_shared_input<T, XT>: several products of one x in one launch (a layer's q, k and v), the
-// second without a bias (a mix the kernel must keep apart), into poisoned or residual outputs;
-// `outputs` (optional) receives what each product wrote.
+// second without a bias (a mix the kernel must keep apart), into poisoned or residual outputs.
 template <typename T, typename XT>
 void check_shared_input(const std::vector<int>& rows, int k, bool accumulate, std::mt19937& rng,
-                        testing::ErrorLog& log, std::vector<std::vector<float>>* outputs = nullptr) {
+                        testing::ErrorLog& log) {
   SCOPED_TRACE("k " + std::to_string(k) + (accumulate ? ", accumulate" : "") +
                ", x " + type_name<XT>());
   const auto x = random_vector(k, rng);
@@ -184,15 +183,13 @@ void check_shared_input(const std::vector<int>& rows, int k, bool accumulate, st
     const auto got = outs[p].download();
     const double error = accumulate ? accumulate_error(got, residuals[p], added[p]) : relative_error(got, added[p]);
     EXPECT_LT(log.add(error), kGemvTolerance) << "product " << p;
-    if (outputs != nullptr) outputs->push_back(got);
   }
 }
 
 // gate_up_swiglu_gemv<T, XT, OutT> on one shape against silu(W_gate·x) · (W_up·x) by the CPU
-// backend's swiglu on double-precision products; `output` (optional) receives what it wrote.
+// backend's swiglu on double-precision products.
 template <typename T, typename XT, typename OutT>
-void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log,
-                   std::vector<float>* output = nullptr) {
+void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log) {
   const auto [m, k] = shape;
   SCOPED_TRACE(describe(shape) + ", x " + type_name<XT>() +
                ", out " + type_name<OutT>());
@@ -213,9 +210,7 @@ void check_gate_up(const Shape& shape, std::mt19937& rng, testing::ErrorLog& log
   out.fill_bytes(0xFF);
   cuda::gate_up_swiglu_gemv(device_gate.data(), device_up.data(), device_x.data(), m, k, out.data(), nullptr);
   const double tolerance = std::is_same_v<OutT, float> ? kGemvTolerance : kBf16Tolerance;
-  const auto got = download_floats(out);
-  EXPECT_LT(log.add(relative_error(got, want)), tolerance);
-  if (output != nullptr) *output = got;
+  EXPECT_LT(log.add(relative_error(download_floats(out), want)), tolerance);
 }
 
 template <typename T>
@@ -270,59 +265,6 @@ TYPED_TEST(Gemv, SharedInputProductsMatchReference) {
   }
 }
 
-// BIFOCAL_GEMV_STAGE=1 (an experiment: whole rows staged in shared memory before the wait, 16-bit
-// storage) gives the streaming kernel's sums bit for bit: q/k/v of one x (k = 2560), o_proj
-// accumulating (k = 4096), and shapes it leaves to the streaming kernel (k = 9728: too large a
-// block; k = 33: not whole chunks). The same inputs twice (two copies of one generator).
-TYPED_TEST(Gemv, StagedRowsGiveTheStreamedSumsBitForBit) {
-  using T = TypeParam;
-  if constexpr (sizeof(T) != 2) {
-    GTEST_SKIP() << "staging is for 16-bit storage";
-  } else {
-    testing::ErrorLog log{"gemv_shared_input, staged rows"};
-    const auto both_ways = [&](const std::vector<int>& rows, int k, bool accumulate) {
-      std::vector<std::vector<float>> streamed, staged;
-      std::mt19937 first = this->rng_, second = this->rng_;
-      {
-        testing::ScopedEnvironment off("BIFOCAL_GEMV_STAGE", "0");
-        check_shared_input<T, testing::Narrow<T>>(rows, k, accumulate, first, log, &streamed);
-      }
-      {
-        testing::ScopedEnvironment on("BIFOCAL_GEMV_STAGE", "1");
-        check_shared_input<T, testing::Narrow<T>>(rows, k, accumulate, second, log, &staged);
-      }
-      EXPECT_EQ(staged, streamed) << "k " << k;
-      this->rng_ = first;
-    };
-    both_ways({4096, 1024, 1024}, 2560, false);
-    both_ways({2560}, 4096, true);
-    both_ways({2560}, 9728, true);
-    both_ways({13, 7, 9}, 33, false);
-  }
-}
-
-TYPED_TEST(Gemv, StagingSettingOtherThan0Or1IsNamed) {
-  testing::ScopedEnvironment bad("BIFOCAL_GEMV_STAGE", "yes");
-  DeviceBuffer<TypeParam> weight(std::size_t(8) * 64);
-  DeviceBuffer<float> x(64), out(8);
-  weight.fill_bytes(0);
-  x.fill_bytes(0);
-  const auto run = [&] {
-    cuda::gemv(weight.data(), x.data(), static_cast<const TypeParam*>(nullptr), 8, 64, out.data(), false, nullptr);
-  };
-  if constexpr (sizeof(TypeParam) == 2) {
-    try {
-      run();
-      ADD_FAILURE() << "no error for BIFOCAL_GEMV_STAGE=yes";
-    } catch (const Error& error) {
-      EXPECT_NE(std::string(error.what()).find("BIFOCAL_GEMV_STAGE"), std::string::npos) << error.what();
-    }
-  } else {
-    run();  // fp32 storage never stages, so never reads the setting
-    cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  }
-}
-
 TYPED_TEST(Gemv, SharedInputRejectsMoreProductsThanItHolds) {
   std::vector<cuda::GemvProduct<TypeParam>> products(cuda::kMaxSharedInputProducts + 1,
                                                      {nullptr, nullptr, 0, nullptr});
@@ -346,31 +288,6 @@ TYPED_TEST(GateUpSwigluGemv, MatchesSwigluOfReferenceProducts) {
   }
 }
 
-// BIFOCAL_GEMV_STAGE=1: both rows of a warp staged in shared memory give the streaming kernel's
-// output bit for bit (Qwen3-4B's gate/up, 80 KB a block; a small shape that streams either way).
-TYPED_TEST(GateUpSwigluGemv, StagedRowsGiveTheStreamedResultBitForBit) {
-  using T = TypeParam;
-  if constexpr (sizeof(T) != 2) {
-    GTEST_SKIP() << "staging is for 16-bit storage";
-  } else {
-    testing::ErrorLog log{"gate_up_swiglu_gemv, staged rows"};
-    for (const Shape& shape : {Shape{9728, 2560}, Shape{31, 96}}) {
-      std::vector<float> streamed, staged;
-      std::mt19937 first = this->rng_, second = this->rng_;
-      {
-        testing::ScopedEnvironment off("BIFOCAL_GEMV_STAGE", "0");
-        check_gate_up<T, testing::Narrow<T>, testing::Narrow<T>>(shape, first, log, &streamed);
-      }
-      {
-        testing::ScopedEnvironment on("BIFOCAL_GEMV_STAGE", "1");
-        check_gate_up<T, testing::Narrow<T>, testing::Narrow<T>>(shape, second, log, &staged);
-      }
-      EXPECT_EQ(staged, streamed) << describe(shape);
-      this->rng_ = first;
-    }
-  }
-}
-
 class GemvChain : public SeededCudaTest {};
 
 // One decode layer's chain of dependent products captured into a CUDA graph on its own stream,
@@ -378,7 +295,6 @@ class GemvChain : public SeededCudaTest {};
 // kernels are programmatic dependent launches that start reading W before the previous kernel
 // has finished; each must still wait for it before reading its input. y is poisoned inside the
 // graph just before it is written, so a kernel that read it early would carry NaN to the end.
-// Run with the rows staged in shared memory before the wait (BIFOCAL_GEMV_STAGE=1) and without.
 TEST_F(GemvChain, DependentLaunchesInACapturedGraphSeeTheirInputs) {
   using T = __nv_bfloat16;
   const int hidden = 2560, q_width = 4096, inter = 9728;
@@ -406,36 +322,30 @@ TEST_F(GemvChain, DependentLaunchesInACapturedGraphSeeTheirInputs) {
   device_z.fill_bytes(0xFF);
   device_h.fill_bytes(0xFF);
 
-  for (const char* staging : {"0", "1"}) {  // BIFOCAL_GEMV_STAGE: rows staged before the wait, or not
-    SCOPED_TRACE(std::string("BIFOCAL_GEMV_STAGE=") + staging);
-    testing::ScopedEnvironment setting("BIFOCAL_GEMV_STAGE", staging);
-    device_z.fill_bytes(0xFF);
-    device_h.fill_bytes(0xFF);
-    cudaStream_t stream = nullptr;
-    cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t executable = nullptr;
-    cuda::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-    cuda::check(cudaMemsetAsync(device_y.data(), 0xFF, device_y.bytes(), stream), "cudaMemsetAsync");
-    cuda::gemv(device_o.data(), device_x.data(), static_cast<const T*>(nullptr), hidden, q_width, device_y.data(),
-               false, stream);
-    cuda::gemv(device_square.data(), device_y.data(), static_cast<const T*>(nullptr), hidden, hidden, device_z.data(),
-               false, stream);
-    cuda::gate_up_swiglu_gemv(device_gate.data(), device_up.data(), device_z.data(), inter, hidden, device_h.data(),
-                              stream);
-    cuda::gemv(device_down.data(), device_h.data(), static_cast<const T*>(nullptr), hidden, inter, device_z.data(),
-               true, stream);
-    cuda::check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-    cuda::check(cudaGraphInstantiate(&executable, graph, 0), "cudaGraphInstantiate");
-    for (int replay = 0; replay < 3; ++replay) {  // every replay recomputes z from scratch
-      cuda::check(cudaGraphLaunch(executable, stream), "cudaGraphLaunch");
-      cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      EXPECT_LT(relative_error(device_z.download(), want), kChainTolerance) << "replay " << replay;
-    }
-    cudaGraphExecDestroy(executable);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+  cudaStream_t stream = nullptr;
+  cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t executable = nullptr;
+  cuda::check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  cuda::check(cudaMemsetAsync(device_y.data(), 0xFF, device_y.bytes(), stream), "cudaMemsetAsync");
+  cuda::gemv(device_o.data(), device_x.data(), static_cast<const T*>(nullptr), hidden, q_width, device_y.data(),
+             false, stream);
+  cuda::gemv(device_square.data(), device_y.data(), static_cast<const T*>(nullptr), hidden, hidden, device_z.data(),
+             false, stream);
+  cuda::gate_up_swiglu_gemv(device_gate.data(), device_up.data(), device_z.data(), inter, hidden, device_h.data(),
+                            stream);
+  cuda::gemv(device_down.data(), device_h.data(), static_cast<const T*>(nullptr), hidden, inter, device_z.data(), true,
+             stream);
+  cuda::check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  cuda::check(cudaGraphInstantiate(&executable, graph, 0), "cudaGraphInstantiate");
+  for (int replay = 0; replay < 3; ++replay) {  // every replay recomputes z from scratch
+    cuda::check(cudaGraphLaunch(executable, stream), "cudaGraphLaunch");
+    cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    EXPECT_LT(relative_error(device_z.download(), want), kChainTolerance) << "replay " << replay;
   }
+  cudaGraphExecDestroy(executable);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 template <typename T>

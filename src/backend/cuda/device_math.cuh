@@ -96,18 +96,4 @@ __device__ __forceinline__ void unpack16(const uint4& raw, float* out, const flo
   out[3] = __uint_as_float(raw.w);
 }
 
-// 16 bytes from global into shared memory without registers (cp.async, through L2 only: .cg);
-// present = false writes 16 zero bytes and reads nothing. Copies issued since the last commit
-// form a group; wait_async_copies<n> returns once at most n groups are still in flight.
-__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present = true) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(present ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wait_async_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
 }  // namespace bifocal::cuda::device

@@ -20,13 +20,11 @@
 #include "backend/cuda/gemv.cuh"
 
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
-#include "bifocal/error.h"
 
 namespace bifocal::cuda {
 namespace {
@@ -137,55 +135,6 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k,
   for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
 }
 
-// An experiment while it is measured (BIFOCAL_GEMV_STAGE=1; off by default): whole rows staged in
-// shared memory before the wait. gemv_kernel has kUnroll chunks a lane (2 KB a warp) in flight
-// when it waits for the kernel that writes x; the latency-bound kernels before the products (the
-// window attention, the RMSNorms: ~7 µs a layer, docs/performance.md's ablation) leave HBM idle
-// longer than that covers. Here each warp copies its whole row into shared memory (cp.async: no
-// registers) before the wait, so the blocks resident during the previous kernel pull up to
-// 8·k·2 bytes each then (o_proj's 21 MB fit in the H200's shared memory at once). After the wait
-// a lane reads back only the chunks it copied, in gemv_kernel's order (chunks lane, lane + 32, …,
-// elements in order), so the sums are gemv_kernel's bit for bit. 16-bit storage, k % 8 == 0 and
-// at most kMaxStagedBlockBytes a block (q/k/v, o_proj and gate/up of the 4B shapes; not down_proj).
-constexpr std::size_t kMaxStagedBlockBytes = 96 * 1024;
-
-// warp_dot_rows for 16-bit W with k % 8 == 0, its rows staged: the warp copies its kRows rows
-// into `staged` ([kRows][k / kChunk] chunks) before the wait, then sums from shared memory.
-template <typename T, typename XT, int kRows>
-__device__ void staged_warp_dot_rows(const T* const (&rows)[kRows], uint4* staged, const XT* x, int k,
-                                     float (&sums)[kRows]) {
-  static_assert(sizeof(T) == 2, "16-bit storage: a chunk is one 16-byte copy");
-  const int lane = threadIdx.x % kWarpSize, chunks = k / kChunk;
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const uint4* source = reinterpret_cast<const uint4*>(rows[r]);
-    for (int c = lane; c < chunks; c += kWarpSize) device::copy16_async(staged + r * chunks + c, source + c);
-  }
-  device::commit_async_copies();
-  wait_for_previous_kernel();
-  device::wait_async_copies<0>();  // this lane's copies; it reads no other lane's
-  float acc[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
-  for (int c = lane; c < chunks; c += kWarpSize) {
-    Chunk<XT> xs;
-    xs.load(x + kChunk * c);
-    float xf[kChunk];
-    xs.unpack(xf);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      Chunk<T> w;
-      w.raw = staged[r * chunks + c];
-      float wf[kChunk];
-      w.unpack(wf);
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i) acc[r] = fmaf(wf[i], xf[i], acc[r]);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
-}
-
 // The products of one gemv_shared_input launch, passed by value (kernel parameters): their rows
 // are numbered one after the other, product p owning global rows first_row[p] … first_row[p+1]−1.
 template <typename T>
@@ -197,8 +146,8 @@ struct SharedInputProducts {
 
 // Warp w of block b owns global row g = b·kWarpsPerBlock + w, row g − first_row[p] of product p.
 // Lane 0 adds the bias and, when accumulating, the old out[j] — in the CPU backend's order:
-// out = out + (W·x + bias). kStaged: the rows staged in shared memory (the experiment above).
-template <typename T, typename XT, bool kStaged>
+// out = out + (W·x + bias).
+template <typename T, typename XT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gemv_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool vectorized, bool accumulate) {
   allow_next_kernel_launch();
@@ -211,30 +160,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   const std::int64_t row = global_row - batch.first_row[p];
   const T* rows[1] = {product.weight + row * k};
   float sums[1];
-  if constexpr (kStaged) {
-    extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][k / kChunk]
-    staged_warp_dot_rows<T, XT, 1>(rows, staged_rows + std::size_t(warp) * (k / kChunk), x, k, sums);
-  } else {
-    warp_dot_rows<T, XT, 1>(rows, x, k, vectorized, sums);
-  }
+  warp_dot_rows<T, XT, 1>(rows, x, k, vectorized, sums);
   if (lane != 0) return;
   float value = sums[0];
   if (product.bias != nullptr) value += to_float(product.bias[row]);
   product.out[row] = accumulate ? product.out[row] + value : value;
 }
 
-// BIFOCAL_GEMV_STAGE: 1 stages (gemv_staged_kernel where it applies), 0 or unset streams. Read at
-// every launch (host only; a captured decode graph keeps what its capture read).
-bool gemv_staging_requested() {
-  const char* text = std::getenv("BIFOCAL_GEMV_STAGE");
-  if (text == nullptr || std::string(text) == "0") return false;
-  if (std::string(text) != "1") fail("BIFOCAL_GEMV_STAGE", "expected 0 or 1, got '" + std::string(text) + "'");
-  return true;
-}
-
 // Warp w of block b owns output row j = b·kWarpsPerBlock + w and reads row j of both matrices.
-// kStaged: both rows staged in shared memory (the experiment above).
-template <typename T, typename XT, typename OutT, bool kStaged>
+template <typename T, typename XT, typename OutT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, bool vectorized,
                           OutT* out) {
@@ -244,12 +178,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   if (row >= m) return;
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
-  if constexpr (kStaged) {
-    extern __shared__ uint4 staged_rows[];  // [kWarpsPerBlock][2][k / kChunk]
-    staged_warp_dot_rows<T, XT, 2>(rows, staged_rows + std::size_t(warp) * 2 * (k / kChunk), x, k, sums);
-  } else {
-    warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
-  }
+  warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
   if (lane != 0) return;
   const float g = sums[0], u = sums[1];
   out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
@@ -276,15 +205,7 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
   }
   const std::int64_t rows = batch.first_row[batch.count];
   if (rows <= 0) return;
-  if constexpr (sizeof(T) == 2) {
-    const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * k * sizeof(T);
-    if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
-      launch_dependent(gemv_kernel<T, XT, true>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize),
-                       staged_bytes, stream, "gemv_kernel", batch, x, k, vectorized, accumulate);
-      return;
-    }
-  }
-  launch_dependent(gemv_kernel<T, XT, false>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+  launch_dependent(gemv_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
                    "gemv_kernel", batch, x, k, vectorized, accumulate);
 }
 
@@ -299,16 +220,7 @@ void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, 
                          cudaStream_t stream) {
   if (m <= 0) return;
   const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && aligned_16(x);
-  if constexpr (sizeof(T) == 2) {
-    const std::size_t staged_bytes = std::size_t(kWarpsPerBlock) * 2 * k * sizeof(T);
-    if (vectorized && staged_bytes <= kMaxStagedBlockBytes && gemv_staging_requested()) {
-      launch_dependent(gate_up_swiglu_kernel<T, XT, OutT, true>, dim3(blocks_for(m)),
-                       dim3(kWarpsPerBlock * kWarpSize), staged_bytes, stream, "gate_up_swiglu_kernel", gate_weight,
-                       up_weight, x, m, k, vectorized, out);
-      return;
-    }
-  }
-  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT, false>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
+  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
                    stream, "gate_up_swiglu_kernel", gate_weight, up_weight, x, m, k, vectorized, out);
 }
 

@@ -62,11 +62,18 @@ struct PrefillArgs {
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }
 };
 
-// ---- PTX: asynchronous copies (device_math.cuh) and 3xTF32 mma --------------------------------
+// ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
 
-using device::commit_async_copies;
-using device::copy16_async;
-using device::wait_async_copies;
+__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(present ? 16 : 0)
+               : "memory");  // source size 0: 16 zero bytes, nothing read
+}
+__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_async_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 
 // x = big + small, both TF32 (x − big is exact in fp32: at most 13 significant bits).
 struct Tf32Pair {
