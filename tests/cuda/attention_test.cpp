@@ -1,5 +1,5 @@
-// The CUDA softmax attention kernels (attention_decode.cuh, attention_prefill.cuh) against the
-// CPU backend's attention (CpuBackend::attention) on the very key/value values the device holds
+// The CUDA decode attention kernels (attention_decode.cuh; prefill: attention_prefill_test.cpp)
+// against the CPU backend's attention (CpuBackend::attention) on the very key/value values the device holds
 // (rounded to bf16 or fp16 for 16-bit storage). Fresh random inputs each run (the seed is printed with any
 // failure); outputs poisoned (0xFF: NaN) before each run; empty cache slots and cache rows past
 // the query hold NaN, so reading one shows. Masks: full, swa(w, s), learned sink, none; caches
@@ -39,11 +39,14 @@
 #include "backend/cpu/reference_kernels.h"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
+#include "cuda/attention_test_support.h"
 #include "cuda/cuda_test_support.h"
 #include "numerics.h"
 
 namespace bifocal {
 namespace {
+
+using namespace testing::attention;
 
 using cuda::DeviceBuffer;
 using testing::random_vector;
@@ -52,58 +55,10 @@ using testing::relative_error;
 using testing::to_storage;
 using testing::download_floats;
 
-constexpr double kFp32Tolerance = 1e-5;
-constexpr double kBf16Tolerance = 5e-3;
-constexpr double kFp16Tolerance = 1e-3;
-constexpr double kTensorCorePrefillTolerance = 1e-2;
-
-template <typename OutT>
-double tolerance_for() {
-  return std::is_same_v<OutT, float> ? kFp32Tolerance : std::is_same_v<OutT, __half> ? kFp16Tolerance : kBf16Tolerance;
-}
-
-struct Seeded {
-  unsigned seed = std::random_device{}();
-  std::mt19937 rng{seed};
-};
-
-// The slot of position p in swa(w, s)'s cache: sliding_window_mixer.cpp's slot_of.
-std::int64_t ring_slot(std::int64_t p, int window, int sink_tokens) {
-  return p < sink_tokens ? p : sink_tokens + (p - sink_tokens) % (window - sink_tokens);
-}
-
-// A KV cache as the device holds it: [slots, kv_heads, d] rows, NaN in every row no token wrote.
-struct Cache {
-  std::vector<float> keys, values;
-  std::vector<std::int64_t> slot_positions;  // −1: empty
-};
-
-// The reference's view of a cache: its non-empty rows as stored in T, with their positions.
-struct ReferenceKeys {
-  std::vector<float> keys, values;
-  std::vector<std::int64_t> positions;
-};
-
-template <typename T>
-ReferenceKeys reference_keys(const Cache& cache, std::size_t row) {
-  ReferenceKeys out;
-  for (std::size_t slot = 0; slot < cache.slot_positions.size(); ++slot) {
-    if (cache.slot_positions[slot] < 0) continue;
-    out.keys.insert(out.keys.end(), cache.keys.begin() + slot * row, cache.keys.begin() + (slot + 1) * row);
-    out.values.insert(out.values.end(), cache.values.begin() + slot * row, cache.values.begin() + (slot + 1) * row);
-    out.positions.push_back(cache.slot_positions[slot]);
-  }
-  out.keys = as_stored<T>(out.keys);
-  out.values = as_stored<T>(out.values);
-  return out;
-}
-
 // The fixture of the single tests: skipped where no GPU is present.
 class CudaAttention : public testing::CudaTest {};
 
 // ---- Decode ----------------------------------------------------------------------------------
-
-enum class Layout { Linear, Ring, Shuffled };
 
 struct DecodeCase {
   int query_heads, kv_heads, head_dim;
@@ -473,139 +428,6 @@ TEST_F(CudaAttention, StoreKvSlotsEqualsInOrderStore) {
     }
   }
 }
-
-// ---- Prefill ---------------------------------------------------------------------------------
-
-struct PrefillCase {
-  int query_heads, kv_heads, head_dim;
-  int window, sink_tokens;
-  bool learned_sink;
-  Layout layout;        // Linear: keys 0 … first + n − 1 (key_positions nullptr); Ring: the
-  std::int64_t first;   // SlidingWindowMixer's gathered cached window, then the new tokens;
-  int n;                // Shuffled: those keys in a random order, with empty (−1, NaN) keys mixed in
-};
-
-void PrintTo(const PrefillCase& c, std::ostream* out) {
-  const char* layouts[] = {"linear", "gathered", "shuffled"};
-  *out << "Hq=" << c.query_heads << " Hkv=" << c.kv_heads << " d=" << c.head_dim << " w=" << c.window
-       << " s=" << c.sink_tokens << (c.learned_sink ? " learned" : "") << " " << layouts[int(c.layout)]
-       << " first=" << c.first << " n=" << c.n;
-}
-
-// The key positions the kernel sees for case c (−1: an empty key).
-std::vector<std::int64_t> prefill_key_positions(const PrefillCase& c, std::mt19937& rng) {
-  std::vector<std::int64_t> positions;
-  if (c.layout == Layout::Linear) {
-    positions.resize(c.first + c.n);
-    std::iota(positions.begin(), positions.end(), 0);
-    return positions;
-  }
-  // sliding_window_mixer.cpp's gather: sinks, the ring oldest first, then the new tokens.
-  const std::int64_t seen = c.first, sinks = std::min<std::int64_t>(seen, c.sink_tokens);
-  const std::int64_t oldest = std::max<std::int64_t>(sinks, seen - (c.window - c.sink_tokens));
-  for (std::int64_t p = 0; p < sinks; ++p) positions.push_back(p);
-  for (std::int64_t p = oldest; p < seen; ++p) positions.push_back(p);
-  for (int i = 0; i < c.n; ++i) positions.push_back(c.first + i);
-  if (c.layout == Layout::Shuffled) {
-    positions.insert(positions.end(), 7, -1);
-    std::shuffle(positions.begin(), positions.end(), rng);
-  }
-  return positions;
-}
-
-template <typename T, typename OutT>
-double prefill_error(const PrefillCase& c, std::mt19937& rng) {
-  const int d = c.head_dim;
-  const std::size_t row = std::size_t(c.kv_heads) * d;
-  const auto key_positions = prefill_key_positions(c, rng);
-  const std::int64_t num_keys = std::int64_t(key_positions.size());
-  Cache keys{random_vector(num_keys * row, rng, 2.0f), random_vector(num_keys * row, rng), key_positions};
-  for (std::int64_t j = 0; j < num_keys; ++j)
-    if (key_positions[j] < 0) {
-      std::fill_n(keys.keys.begin() + j * row, row, NAN);
-      std::fill_n(keys.values.begin() + j * row, row, NAN);
-    }
-  const auto queries = random_vector(std::size_t(c.n) * c.query_heads * d, rng, 2.0f);
-  const auto sinks = random_vector(c.query_heads, rng, 2.0f);
-  std::vector<std::int64_t> positions(c.n);
-  std::iota(positions.begin(), positions.end(), c.first);
-
-  const ReferenceKeys ref = reference_keys<T>(keys, row);
-  std::vector<float> want(queries.size());
-  CpuBackend().attention({.queries = queries.data(), .positions = positions.data(), .n = c.n, .keys = ref.keys.data(),
-                          .values = ref.values.data(), .key_positions = ref.positions.data(),
-                          .num_keys = std::int64_t(ref.positions.size()), .query_heads = c.query_heads,
-                          .kv_heads = c.kv_heads, .head_dim = d, .window = c.window, .sink_tokens = c.sink_tokens,
-                          .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = want.data()});
-
-  const DeviceBuffer<float> device_queries{std::span<const float>(queries)}, device_sinks{std::span<const float>(sinks)};
-  const DeviceBuffer<std::int64_t> device_positions{std::span<const std::int64_t>(positions)};
-  const DeviceBuffer<T> device_keys{std::span<const T>(to_storage<T>(keys.keys))};
-  const DeviceBuffer<T> device_values{std::span<const T>(to_storage<T>(keys.values))};
-  const DeviceBuffer<std::int64_t> device_key_positions{std::span<const std::int64_t>(key_positions)};
-  DeviceBuffer<OutT> out(queries.size());
-  out.fill_bytes(0xFF);
-  const cuda::PrefillAttentionArgs<T> device_args{
-      .queries = device_queries.data(), .positions = device_positions.data(), .n = c.n, .keys = device_keys.data(),
-      .values = device_values.data(),
-      .key_positions = c.layout == Layout::Linear ? nullptr : device_key_positions.data(), .num_keys = num_keys,
-      .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
-      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr};
-  cuda::attention_prefill(device_args, out.data(), nullptr);
-  cuda::check(cudaDeviceSynchronize(), "attention_prefill");
-  return relative_error(download_floats(out), want);
-}
-
-class CudaPrefillAttention : public testing::CudaTest, public ::testing::WithParamInterface<PrefillCase> {};
-
-// bf16 or fp16 keys with head_dim 64 or 128 take the tensor-core kernel
-// (attention_prefill_tensor_core.cu), which rounds q and the softmax weights to the keys' type as
-// well: its error bound is the one derived (for bf16, the coarser) in
-// tests/cuda/attention_prefill_tensor_core_test.cpp, not fp32's.
-double sixteen_bit_keys_tolerance(const PrefillCase& c, double otherwise) {
-  const bool tensor_cores = c.head_dim == 64 || c.head_dim == 128;
-  return tensor_cores ? kTensorCorePrefillTolerance : otherwise;
-}
-
-TEST_P(CudaPrefillAttention, MatchesCpuForBf16Fp16AndFp32Storage) {
-  const PrefillCase c = GetParam();
-  Seeded seeded;
-  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
-  testing::ErrorLog log{"prefill attention"};
-  EXPECT_LT(log.add(prefill_error<__nv_bfloat16, float>(c, seeded.rng)),
-            sixteen_bit_keys_tolerance(c, kFp32Tolerance))
-      << "bf16 keys, fp32 out";
-  EXPECT_LT(log.add(prefill_error<__half, float>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kFp32Tolerance))
-      << "fp16 keys, fp32 out";
-  EXPECT_LT(log.add(prefill_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 keys, fp32 out";
-  EXPECT_LT((prefill_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kBf16Tolerance))
-      << "bf16 keys, bf16 out";
-  EXPECT_LT((prefill_error<__half, __half>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kFp16Tolerance))
-      << "fp16 keys, fp16 out";
-  EXPECT_LT((prefill_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 keys, bf16 out";
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CudaPrefillAttention,
-    ::testing::Values(
-        // Full attention: a first chunk, a later chunk, a single token; tiles of 64 queries cut.
-        PrefillCase{4, 1, 16, 0, 0, false, Layout::Linear, 0, 100}, PrefillCase{4, 4, 24, 0, 0, false, Layout::Linear, 50, 65},
-        PrefillCase{6, 2, 32, 0, 0, false, Layout::Linear, 7, 1}, PrefillCase{8, 2, 48, 0, 0, false, Layout::Linear, 0, 64},
-        PrefillCase{4, 1, 64, 0, 0, false, Layout::Linear, 100, 130}, PrefillCase{2, 2, 8, 0, 0, false, Layout::Linear, 0, 33},
-        PrefillCase{4, 1, 128, 0, 0, false, Layout::Linear, 10, 70}, PrefillCase{4, 4, 256, 0, 0, false, Layout::Linear, 0, 90},
-        PrefillCase{8, 8, 96, 0, 0, true, Layout::Linear, 0, 40}, PrefillCase{16, 1, 200, 0, 0, false, Layout::Linear, 3, 20},
-        PrefillCase{32, 8, 128, 0, 0, false, Layout::Linear, 0, 300},  // Qwen3-4B
-        // swa(w, s) over the gathered window: chunks longer than the window (evictions inside the
-        // chunk), shorter ones after a wrapped ring, and the same keys shuffled with empty ones.
-        PrefillCase{4, 1, 16, 8, 4, false, Layout::Ring, 0, 40}, PrefillCase{4, 2, 24, 16, 4, false, Layout::Ring, 1000, 7},
-        PrefillCase{8, 2, 64, 64, 4, false, Layout::Ring, 0, 200}, PrefillCase{4, 4, 48, 20, 1, false, Layout::Ring, 333, 50},
-        PrefillCase{32, 8, 128, 576, 4, false, Layout::Ring, 10000, 129},
-        PrefillCase{4, 1, 32, 12, 4, false, Layout::Shuffled, 100, 30},
-        PrefillCase{8, 2, 256, 40, 4, false, Layout::Shuffled, 5, 70},
-        // Learned sinks (s = 0) and none.
-        PrefillCase{4, 1, 16, 8, 0, true, Layout::Ring, 0, 30}, PrefillCase{32, 8, 128, 576, 0, true, Layout::Ring, 700, 100},
-        PrefillCase{6, 3, 64, 32, 0, true, Layout::Shuffled, 90, 45},
-        PrefillCase{4, 2, 32, 10, 0, false, Layout::Ring, 20, 25}));
 
 }  // namespace
 }  // namespace bifocal

@@ -23,6 +23,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
@@ -30,6 +31,7 @@
 #include "backend/cpu/mlstm.h"
 #include "backend/cuda/bifocal_decode.cuh"
 #include "cuda/recurrent_test_support.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -239,27 +241,63 @@ std::vector<BifocalCase> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, BifocalDecode, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<BifocalCase>& info) { return name_of(info.param); });
 
-// The prefill mix: window_out ← o·mlstm_out + (1 − o)·window_out, o = sigmoid(gate), per head.
+// The prefill mix: out ← T(o·mlstm_out + (1 − o)·window_out), o = sigmoid(gate), per head.
+template <typename T>
 class BifocalMix : public testing::CudaTest {};
+TYPED_TEST_SUITE(BifocalMix, testing::StorageTypes, testing::StorageTypeNames);
 
-TEST_F(BifocalMix, IsTheGateFormula) {
+// Against the formula in double, rounded once to T: fp32's error, or half a unit of T's last place.
+TYPED_TEST(BifocalMix, IsTheGateFormulaInTheStorageType) {
+  using T = TypeParam;
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  const int n = 7, hq = 6, d = 24;
+  const double bound = std::is_same_v<T, float> ? 1e-6 : std::is_same_v<T, __half> ? 1.0 / 2048 : 1.0 / 256;
+  for (const int d : {24, 22}) {  // four elements a thread; one at a time (d not a multiple of 4)
+    SCOPED_TRACE("d " + std::to_string(d));
+    const int n = 7, hq = 6;
+    const auto gate = testing::normal_vector(std::size_t(n) * hq, rng, 0, 3);
+    const auto memory = testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1);
+    const auto window = testing::normal_vector(memory.size(), rng, 0, 1);
+    std::vector<float> want(memory.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double o = 1.0 / (1.0 + std::exp(-double(gate[i / d])));
+      want[i] = float(o * memory[i] + (1.0 - o) * window[i]);
+    }
+    const auto gpu_gate = on_device(gate), gpu_memory = on_device(memory), gpu_window = on_device(window);
+    auto gpu_out = testing::upload(std::vector<T>(memory.size()));
+    cuda::bifocal_mix<T>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), gpu_out.data(), n, hq, d, nullptr);
+    testing::synchronize();
+    EXPECT_LE(relative_error(testing::download_floats(gpu_out), want), bound);
+    EXPECT_EQ(gpu_window.download(), window);  // the branches are inputs
+  }
+}
+
+// fp32 storage writes the mix over the window branch (its output buffer there).
+TEST(BifocalMixInPlace, Fp32OverwritesTheWindowBranch) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937 rng(testing::fresh_seed());
+  const int n = 3, hq = 2, d = 8;
   const auto gate = testing::normal_vector(std::size_t(n) * hq, rng, 0, 3);
   const auto memory = testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1);
   const auto window = testing::normal_vector(memory.size(), rng, 0, 1);
-  std::vector<float> want(memory.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double o = 1.0 / (1.0 + std::exp(-double(gate[i / d])));
-    want[i] = float(o * memory[i] + (1.0 - o) * window[i]);
-  }
   const auto gpu_gate = on_device(gate), gpu_memory = on_device(memory);
   auto gpu_window = on_device(window);
-  cuda::bifocal_mix(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), n, hq, d, nullptr);
+  auto separate = on_device(std::vector<float>(memory.size()));
+  cuda::bifocal_mix<float>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), separate.data(), n, hq, d, nullptr);
+  cuda::bifocal_mix<float>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), gpu_window.data(), n, hq, d, nullptr);
   testing::synchronize();
-  EXPECT_LE(relative_error(gpu_window.download(), want), 1e-6);
+  EXPECT_EQ(gpu_window.download(), separate.download());
+}
+
+TEST(BifocalMixInPlace, AMisalignedOutputIsRefusedByName) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const int n = 2, hq = 2, d = 8;
+  auto buffer = on_device(std::vector<float>(std::size_t(n) * hq * d + 1));
+  const auto gate = on_device(std::vector<float>(std::size_t(n) * hq));
+  testing::expect_error(
+      [&] { cuda::bifocal_mix<float>(gate.data(), buffer.data(), buffer.data(), buffer.data() + 1, n, hq, d, nullptr); },
+      {"bifocal_mix", "aligned"});
 }
 
 }  // namespace

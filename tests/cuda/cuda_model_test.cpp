@@ -228,7 +228,7 @@ TEST_F(CudaModel, LogitsWithoutAFiniteValueAreAnErrorNotAToken) {
   Sampler sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0}, gpu.config().vocab_size);
   const std::vector<std::int32_t> prompt = {5, 17, 99, 3};
   testing::expect_error([&] { sampler.sample(gpu.prefill(session, prompt)); }, {"sampler", "NaN", "--dtype bf16"});
-  testing::expect_error([&] { gpu.decode_and_sample(session, 7, sampler); }, {"decode", "no finite value"});
+  testing::expect_error([&] { gpu.decode_and_sample(session, 7, sampler); }, {"decode", "NaN or infinite"});
 }
 
 TEST_F(CudaModel, FullAttentionPastTheSessionCapacityIsAnError) {

@@ -46,13 +46,17 @@ std::string describe(const SamplingParams& p) {
 // Logits, workspace, step counter and an output slot per draw on the device.
 class DeviceSampler {
  public:
+  // An output slot no kernel wrote reads as token 0x7F7F7F7F: outside every vocabulary, and not
+  // cuda::kNonFiniteLogitsToken, so a test expecting that answer cannot pass on an unwritten slot.
+  static constexpr int kUnwritten = 0x7F;
+
   DeviceSampler(const std::vector<float>& logits, int max_draws)
       : vocab_(int(logits.size())),
         logits_(std::span<const float>(logits)),
         workspace_(std::max(cuda::sampling_workspace_bytes(vocab_), cuda::argmax_workspace_bytes(vocab_))),
         step_(1),
         tokens_(max_draws) {
-    tokens_.fill_bytes(0xFF);  // an unwritten slot reads as token -1
+    tokens_.fill_bytes(kUnwritten);
     set_step(0);
   }
 
@@ -65,13 +69,14 @@ class DeviceSampler {
   std::uint64_t step() const { return step_.download()[0]; }
 
   std::int32_t argmax() {
+    tokens_.fill_bytes(kUnwritten);
     cuda::argmax_logits(logits_.data(), vocab_, workspace_.data(), tokens_.data(), nullptr);
     return tokens_.download()[0];
   }
 
   // `draws` consecutive calls (the step advancing on the device), one output slot each.
   std::vector<std::int32_t> sample(const SamplingParams& params, int draws, cudaStream_t stream = nullptr) {
-    tokens_.fill_bytes(0xFF);
+    tokens_.fill_bytes(kUnwritten);
     cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     for (int i = 0; i < draws; ++i)
       cuda::sample_logits(logits_.data(), vocab_, params, step_.data(), workspace_.data(), tokens_.data() + i, stream);
@@ -361,6 +366,31 @@ TEST_F(DeviceSampling, TopKTiesKeepTheLowestIndices) {
     const SamplingParams params{1.0f, c.top_k, 1.0f, rng_()};
     DeviceSampler device(logits, kDraws);
     expect_draws_follow(device.sample(params, kDraws), filtered_distribution(logits, params));
+  }
+}
+
+// A NaN or +inf logit anywhere (an overflow): every path answers kNonFiniteLogitsToken, which
+// the decode step turns into the CPU Sampler's error, and still advances the step. -inf stays a
+// masked token (the tests above).
+TEST_F(DeviceSampling, NonFiniteLogitsGiveTheMarkerOnEveryPath) {
+  const SamplingParams greedy{0.0f, 0, 1.0f, 0};
+  for (const int vocab : {100, kQwen3Vocab}) {
+    std::uniform_int_distribution<int> place(0, vocab - 1);
+    for (const float bad : {NAN, INFINITY}) {
+      for (const int at : {place(rng_), vocab - 1}) {
+        SCOPED_TRACE("vocab " + std::to_string(vocab) + ", " + std::to_string(bad) + " at " + std::to_string(at));
+        auto logits = random_logits(vocab, rng_, 2.0f);
+        logits[at] = bad;
+        DeviceSampler device(logits, 2);
+        EXPECT_EQ(device.argmax(), cuda::kNonFiniteLogitsToken);
+        for (const SamplingParams& params : {greedy, kPathParams[0], kPathParams[1], kPathParams[2]}) {
+          SCOPED_TRACE(describe(params));
+          device.set_step(3);
+          EXPECT_EQ(device.sample(params, 2), std::vector<std::int32_t>(2, cuda::kNonFiniteLogitsToken));
+          EXPECT_EQ(device.step(), 5u);
+        }
+      }
+    }
   }
 }
 

@@ -321,11 +321,11 @@ std::int32_t CudaModel<T>::decode_and_sample(DeviceSession& session, std::int64_
   std::int32_t next = 0;
   check(cudaMemcpyAsync(&next, s.sampled.data(), sizeof next, cudaMemcpyDeviceToHost, stream_), "sampled id");
   check(cudaStreamSynchronize(stream_), "decode");
-  // The device sampler finds no token when every logit is NaN (sampling.cuh): the activations
-  // overflowed (fp16's range ends at ±65,504) or the weights hold NaN. The next step must not
-  // embed that id, and the caller must not print an arbitrary one.
+  // The device sampler answers kNonFiniteLogitsToken when a logit is NaN or +inf (sampling.cuh):
+  // the activations overflowed (fp16's range ends at ±65,504) or the weights hold NaN — the CPU
+  // Sampler's error. The next step must not embed that id, and the caller must not print one.
   if (next < 0 || next >= config_.vocab_size)
-    fail("decode", "the logits at position " + std::to_string(position) + " hold no finite value: " +
+    fail("decode", "the logits at position " + std::to_string(position) + " hold a NaN or infinite value: " +
                        kNonFiniteLogitsCause);
   s.device_position = position + 1;
   s.device_token = next;

@@ -262,8 +262,8 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       window_prefill(in, s, nullptr, s.shared->window_branch.data(), stream);
       mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.shared->branch.data(),
                     scratch_of(s), stream);
-      bifocal_mix(mix_gate, s.shared->branch.data(), s.shared->window_branch.data(), in.n, shape_.query_heads, shape_.head_dim, stream);
-      to_output(s.shared->window_branch.data(), out, out_count, stream);
+      bifocal_mix<T>(mix_gate, s.shared->branch.data(), s.shared->window_branch.data(), out, in.n, shape_.query_heads,
+                     shape_.head_dim, stream);
       return;
     }
   }

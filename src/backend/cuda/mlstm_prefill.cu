@@ -75,7 +75,9 @@ using namespace mlstm_prefill_detail;
 constexpr std::size_t kSharedMemoryLimit = 227 * 1024;  // sm_90's opt-in maximum per block
 constexpr int kStageColumns = 32;                        // kernel 3: columns of d per pipeline stage
 constexpr int kQueryStageStride = kStageColumns + 4;     // ≡ 4 mod 32: conflict-free A fragments
-constexpr int kMaxTilesPerWarp = 8;                      // kernel 3: n-tiles of 8 columns per warp
+constexpr int kOutputThreads = 512;                      // kernel 3: 16 warps (see the kernel)
+constexpr int kOutputWarps = kOutputThreads / 32;
+constexpr int kMaxTilesPerWarp = 6;                      // kernel 3: n-tiles of 8 columns per warp
 constexpr int kNormaliserHeads = 4;                      // kernel 3: q rows in flight per normaliser pass
 
 // ---- Workspace ----------------------------------------------------------------------------------
@@ -98,7 +100,7 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* 
 // ---- Kernel 3: the outputs ----------------------------------------------------------------------
 
 // Rows of two per thread (τ and L−1−τ: equal work) by quads of columns: the normaliser path's slice.
-__host__ __device__ constexpr int normaliser_slice_width(int chunk) { return 4 * (kRecurrentThreads / (chunk / 2)); }
+__host__ __device__ constexpr int normaliser_slice_width(int chunk) { return 4 * (kOutputThreads / (chunk / 2)); }
 
 struct OutputLayout {
   int key_stride, value_stride, state_stride, score_stride;
@@ -130,7 +132,11 @@ struct OutputLayout {
 };
 
 // Block (s, c): the outputs of the G query heads of state head s for the tokens of chunk c.
-__global__ void __launch_bounds__(kRecurrentThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
+// 16 warps: the block's shared memory (~210 KB) allows one block per SM, and with 8 warps (two a
+// scheduler) Nsight found it latency-bound — issue slots 29% busy, "wait" the top stall, the
+// tensor pipe 11% busy (docs/notes/cuda-stop15-2026-12-01.md). 512 threads leave 128 registers
+// a thread: each warp holds half the accumulator tiles it held with 8.
+__global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // C_c, n_c, M_c, m_c from the scan; q, k, v before it
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
@@ -226,7 +232,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, 1) chunk_outputs_kernel(Pre
   //    A thread owns rows τ and L−1−τ (equal work) × 4 columns; the q rows of up to
   //    kNormaliserHeads heads are loaded before the sums, so their latency hides behind them.
   {
-    const int pairs = L / 2, quads = kRecurrentThreads / pairs;
+    const int pairs = L / 2, quads = kOutputThreads / pairs;
     const int pair = threadIdx.x / quads, quad = threadIdx.x % quads;
     const int rows[2] = {pair, L - 1 - pair};
     const double query_scale = 1.0 / sqrt(double(d));
@@ -310,7 +316,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, 1) chunk_outputs_kernel(Pre
   // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
   //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
   //    causal work balances) × the n-tiles of 8 columns dealt round-robin.
-  const int warp_rows = L / 32, warp_columns = kWarps / warp_rows;
+  const int warp_rows = L / 32, warp_columns = kOutputWarps / warp_rows;
   const int warp_row = warp % warp_rows, warp_column = warp / warp_rows;
   const int row_tile[2] = {warp_row, 2 * warp_rows - 1 - warp_row};
   const int value_tiles = d / 8, all_tiles = value_tiles + L / 8, stages = (d + kStageColumns - 1) / kStageColumns;
@@ -412,7 +418,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, 1) chunk_outputs_kernel(Pre
 int chunk_length(const cpu::MlstmShape& shape) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
-    const int warp_columns = kWarps / (chunk / 32), tiles = (d + chunk) / 8;
+    const int warp_columns = kOutputWarps / (chunk / 32), tiles = (d + chunk) / 8;
     if (OutputLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
         (tiles + warp_columns - 1) / warp_columns <= kMaxTilesPerWarp)
@@ -458,7 +464,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
-  launch_dependent(chunk_outputs_kernel, dim3(shape.states, args.chunks), dim3(kRecurrentThreads),
+  launch_dependent(chunk_outputs_kernel, dim3(shape.states, args.chunks), dim3(kOutputThreads),
                    OutputLayout(args.chunk, d, group).carve.bytes(), stream, "chunk_outputs_kernel", args);
 }
 

@@ -1,20 +1,14 @@
-// Token sampling on the device (the contract is in sampling.cuh; the CPU semantics it reproduces
-// are src/runtime/sampler.cpp). Three pieces:
-//
-//  * argmax: block maxima over 2048-logit chunks, then one block over the block maxima. Ties go
-//    to the smaller index at every step, so the result is torch.argmax's first index of the max.
-//  * Gumbel-max (top_p = 1, no top-k limit): argmax_i (logit_i / T + g_i) with g_i Gumbel(0, 1)
-//    noise is a draw from softmax(logit / T) over the whole vocabulary, so it reuses argmax.
-//  * top-k / top-p: the logits are cut into 16384-logit slices; one block per slice keeps the
-//    slice's k largest (radix select), one block keeps the k largest of those, sorts them
-//    (value descending, index ascending: the CPU's order), forms exp(s_i − s_0) and its running
-//    sum, cuts the nucleus where the running sum reaches p · total, and draws in it.
+// Token sampling on the device, the top-k / top-p path and the choice of path (the contract is
+// in sampling.cuh; the CPU semantics it reproduces are src/runtime/sampler.cpp; greedy and
+// Gumbel-max are in sampling_argmax.cu). The logits are cut into 16384-logit slices; one block per
+// slice keeps the slice's k largest (radix select), one block keeps the k largest of those, sorts
+// them (value descending, index ascending: the CPU's order), forms exp(s_i − s_0) and its running
+// sum, cuts the nucleus where the running sum reaches p · total, and draws in it.
 //
 // Cost on an H200 at vocab 151,936 (0.6 MB of logits, read once), per call inside a CUDA graph:
-// argmax 3.2 µs and Gumbel-max 5.4 µs (75 blocks of 8 KB: latency-bound, two launches); top-k
 // ≈ 29 µs at k ≤ 40, 36 µs at k = 256, 64 µs at k = 1024, 150 µs at the 4096 cap (top-p alone).
-// The top-k path is bound by block-barrier latency, not bytes: with 1024 threads one barrier step
-// costs ~550 cycles, and each radix byte pass takes three of them (see find_top_k_threshold).
+// It is bound by block-barrier latency, not bytes: with 1024 threads one barrier step costs ~550
+// cycles, and each radix byte pass takes three of them (see find_top_k_threshold).
 #include "backend/cuda/sampling.cuh"
 
 #include <cub/block/block_scan.cuh>
@@ -26,163 +20,13 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/sampling_device.cuh"
 #include "bifocal/error.h"
 
 namespace bifocal::cuda {
 namespace {
 
-// A token and its logit: argmax partial results and top-k candidates alike.
-struct Candidate {
-  float logit;
-  int token;
-};
-
-// The order of the CPU Sampler's sort (and of torch.argmax): larger logit first, then smaller
-// index. A strict total order on finite/-inf logits, so reductions may combine in any order.
-__device__ __forceinline__ bool is_better(Candidate a, Candidate b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
-}
-__device__ __forceinline__ Candidate better(Candidate a, Candidate b) { return is_better(a, b) ? a : b; }
-
-// Loses to every real token, a -inf logit included (its index is smaller).
-__device__ __forceinline__ Candidate no_candidate() { return {-INFINITY, INT_MAX}; }
-
-// ---------------------------------------------------------------------------------------------
-// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the
-// constants of Random123 and curand): 4 random uint32 per (counter, key). Counter-based, so a
-// thread needs no state: the key is the seed, the counter says which numbers (step, purpose, lane).
-// ---------------------------------------------------------------------------------------------
-__host__ __device__ __forceinline__ uint4 philox4x32_10(uint4 counter, uint2 key) {
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {  // the Weyl key schedule
-      key.x += 0x9E3779B9u;
-      key.y += 0xBB67AE85u;
-    }
-    const std::uint64_t product0 = std::uint64_t(0xD2511F53u) * counter.x;
-    const std::uint64_t product1 = std::uint64_t(0xCD9E8D57u) * counter.z;
-    counter = make_uint4(std::uint32_t(product1 >> 32) ^ counter.y ^ key.x, std::uint32_t(product1),
-                         std::uint32_t(product0 >> 32) ^ counter.w ^ key.y, std::uint32_t(product0));
-  }
-  return counter;
-}
-
-// What a Philox call's numbers are for; part of the counter, so the purposes never share numbers.
-enum RandomPurpose : std::uint32_t { kGumbelNoise = 0, kCandidateDraw = 1 };
-
-__device__ __forceinline__ uint4 random_bits(std::uint64_t seed, std::uint64_t step, RandomPurpose purpose,
-                                             std::uint32_t lane) {
-  const uint4 counter = make_uint4(lane, purpose, std::uint32_t(step), std::uint32_t(step >> 32));
-  return philox4x32_10(counter, make_uint2(std::uint32_t(seed), std::uint32_t(seed >> 32)));
-}
-
-// Uniform in [0, 1) with 24 bits: every value is an exact float.
-__device__ __forceinline__ float uniform_from_bits(std::uint32_t bits) { return float(bits >> 8) * 0x1p-24f; }
-
-// Gumbel(0, 1) noise −log(−log u) with u = (m + ½)·2⁻²³ ∈ [2⁻²⁴, 1 − 2⁻²⁴]: never 0 or 1, so the
-// noise is finite (it lies in [−2.8, 16.6]; the cut tails hold 6e-8 of the mass each).
-__device__ __forceinline__ float gumbel_from_bits(std::uint32_t bits) {
-  const float u = float(bits >> 9) * 0x1p-23f + 0x1p-24f;
-  return -logf(-logf(u));
-}
-
-// ---------------------------------------------------------------------------------------------
-// argmax (also Gumbel-max): pass 1, one Candidate per 2048-logit chunk; pass 2, one block.
-// ---------------------------------------------------------------------------------------------
-constexpr int kArgmaxThreads = 256;
-constexpr int kArgmaxGroupsPerThread = 2;  // float4 groups: 2 loads of 16 bytes in flight per thread
-constexpr int kArgmaxChunk = kArgmaxThreads * kArgmaxGroupsPerThread * 4;
-
-int argmax_blocks(int vocab) { return (vocab + kArgmaxChunk - 1) / kArgmaxChunk; }
-
-// The Gumbel-max variant's inputs; step is read on the device (a graph freezes arguments).
-struct GumbelNoise {
-  float temperature;
-  std::uint64_t seed;
-  const std::uint64_t* step;
-};
-
-// The best Candidate of the warp, valid in lane 0.
-__device__ Candidate warp_best(Candidate best) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const Candidate other{__shfl_down_sync(0xFFFFFFFFu, best.logit, offset),
-                          __shfl_down_sync(0xFFFFFFFFu, best.token, offset)};
-    best = better(best, other);
-  }
-  return best;
-}
-
-// The best Candidate of the block, valid in thread 0: each warp's, then warp 0 over those.
-__device__ Candidate block_best(Candidate best) {
-  __shared__ Candidate warp_bests[kArgmaxThreads / 32];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  best = warp_best(best);
-  if (lane == 0) warp_bests[warp] = best;
-  __syncthreads();
-  if (warp == 0) best = warp_best(lane < kArgmaxThreads / 32 ? warp_bests[lane] : no_candidate());
-  return best;
-}
-
-// partials[block] = the best (logit [/ T + Gumbel noise], token) of the block's 2048 logits.
-// Groups of 4 logits are striped over the threads, so each float4 load is coalesced.
-template <bool kWithGumbelNoise>
-__global__ __launch_bounds__(kArgmaxThreads) void argmax_partials_kernel(const float* logits, int vocab,
-                                                                         GumbelNoise noise, Candidate* partials) {
-  device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();
-  std::uint64_t step = 0;
-  if constexpr (kWithGumbelNoise) step = *noise.step;
-  Candidate best = no_candidate();
-#pragma unroll
-  for (int j = 0; j < kArgmaxGroupsPerThread; ++j) {
-    const int group = (blockIdx.x * kArgmaxGroupsPerThread + j) * kArgmaxThreads + threadIdx.x;
-    const int first = group * 4;
-    float values[4];
-    if (first + 4 <= vocab) {
-      const float4 v = reinterpret_cast<const float4*>(logits)[group];
-      values[0] = v.x, values[1] = v.y, values[2] = v.z, values[3] = v.w;
-    } else {
-      for (int e = 0; e < 4; ++e) values[e] = first + e < vocab ? logits[first + e] : -INFINITY;
-    }
-    if constexpr (kWithGumbelNoise) {
-      // One Philox call per group of 4: the noise of token i is lane i % 4 of call i / 4.
-      const uint4 bits = random_bits(noise.seed, step, kGumbelNoise, std::uint32_t(group));
-      values[0] = values[0] / noise.temperature + gumbel_from_bits(bits.x);
-      values[1] = values[1] / noise.temperature + gumbel_from_bits(bits.y);
-      values[2] = values[2] / noise.temperature + gumbel_from_bits(bits.z);
-      values[3] = values[3] / noise.temperature + gumbel_from_bits(bits.w);
-    }
-    for (int e = 0; e < 4; ++e)
-      if (first + e < vocab) best = better(best, Candidate{values[e], first + e});
-  }
-  best = block_best(best);
-  if (threadIdx.x == 0) partials[blockIdx.x] = best;
-}
-
-// *out_token = the best of the partials; step_to_advance (nullable) += 1 once all are read.
-__global__ __launch_bounds__(kArgmaxThreads) void argmax_finalize_kernel(const Candidate* partials, int count,
-                                                                         std::int32_t* out_token,
-                                                                         std::uint64_t* step_to_advance) {
-  device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();
-  Candidate best = no_candidate();
-  for (int i = threadIdx.x; i < count; i += kArgmaxThreads) best = better(best, partials[i]);
-  best = block_best(best);
-  if (threadIdx.x == 0) {
-    *out_token = best.token;
-    if (step_to_advance != nullptr) *step_to_advance += 1;
-  }
-}
-
-template <bool kWithGumbelNoise>
-void launch_argmax(const float* logits, int vocab, GumbelNoise noise, void* workspace, std::int32_t* out_token,
-                   std::uint64_t* step_to_advance, cudaStream_t stream) {
-  auto* partials = static_cast<Candidate*>(workspace);
-  const int blocks = argmax_blocks(vocab);
-  launch_dependent(argmax_partials_kernel<kWithGumbelNoise>, dim3(blocks), dim3(kArgmaxThreads), 0, stream,
-                   "argmax_partials_kernel", logits, vocab, noise, partials);
-  launch_dependent(argmax_finalize_kernel, dim3(1), dim3(kArgmaxThreads), 0, stream, "argmax_finalize_kernel",
-                   static_cast<const Candidate*>(partials), blocks, out_token, step_to_advance);
-}
+using namespace sampling_detail;
 
 // ---------------------------------------------------------------------------------------------
 // Block-wide top-k selection (radix select), 1024 threads. The items are "warp-striped": warp w
@@ -498,6 +342,14 @@ __global__ __launch_bounds__(kSelectThreads) void draw_from_candidates_kernel(
     }
   };
   select_top_k(for_each_item, k, lower_bound, selection, top);
+  // A NaN or +inf logit orders above every finite one (order_key), so it is among the top k if the
+  // logits hold one: then the answer is kNonFiniteLogitsToken, not a draw.
+  bool non_finite = false;
+  for (int i = threadIdx.x; i < k; i += kSelectThreads) non_finite = non_finite || is_non_finite_logit(top[i].logit);
+  if (__syncthreads_or(non_finite)) {
+    if (threadIdx.x == 0) *out_token = kNonFiniteLogitsToken, *step = step_value + 1;
+    return;
+  }
 
   // Sorted best first, as the CPU sorts. Bitonic: padding (no_candidate) goes after every token.
   const Candidate* sorted = top;
@@ -606,11 +458,6 @@ void launch_top_k_top_p(const float* logits, int vocab, int k, DrawParams params
                    step, out_token);
 }
 
-void check_logits(const char* where, const float* logits, int vocab) {
-  if (vocab < 1) fail(where, "vocab must be >= 1, got " + std::to_string(vocab));
-  if (reinterpret_cast<std::uintptr_t>(logits) % 16 != 0) fail(where, "logits must be 16-byte aligned");
-}
-
 // The CPU Sampler's checks and messages (src/runtime/sampler.cpp).
 void check_params(const SamplingParams& params) {
   if (!std::isfinite(params.temperature)) fail("--temperature", "must be a finite number");
@@ -620,13 +467,6 @@ void check_params(const SamplingParams& params) {
 }
 
 }  // namespace
-
-std::size_t argmax_workspace_bytes(int vocab) { return std::size_t(argmax_blocks(vocab)) * sizeof(Candidate); }
-
-void argmax_logits(const float* logits, int vocab, void* workspace, std::int32_t* out_token, cudaStream_t stream) {
-  check_logits("argmax_logits", logits, vocab);
-  launch_argmax<false>(logits, vocab, GumbelNoise{}, workspace, out_token, nullptr, stream);
-}
 
 std::size_t sampling_workspace_bytes(int vocab) {
   return std::max(argmax_workspace_bytes(vocab), top_k_workspace_bytes(vocab));  // the paths never run together

@@ -6,8 +6,10 @@
 // (params.seed, *step), not from the CPU Sampler's mt19937: the same distribution, other numbers.
 //
 // Conventions: raw device pointers, the caller's stream and workspace, no allocation, no
-// synchronisation (decode is captured into a CUDA graph). `logits` is fp32 [vocab], finite or
-// -inf (a NaN logit has no defined place in the order), 16-byte aligned (it is read as float4).
+// synchronisation (decode is captured into a CUDA graph). `logits` is fp32 [vocab], 16-byte
+// aligned (it is read as float4). A NaN or +inf logit (an overflow, or NaN weights) makes
+// *out_token kNonFiniteLogitsToken on every path, as the CPU Sampler fails on one
+// (kNonFiniteLogitsCause): the caller, which reads the id anyway, turns it into that error.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +27,9 @@ namespace bifocal::cuda {
 // always far smaller. With top_p = 1 and no top-k limit, sampling covers the whole vocabulary
 // exactly (Gumbel-max, no cap).
 inline constexpr int kMaxSamplingCandidates = 4096;
+
+// The id written for logits that hold a NaN or +inf: outside every vocabulary.
+inline constexpr std::int32_t kNonFiniteLogitsToken = -1;
 
 // Scratch bytes argmax_logits needs for `vocab` logits (8 bytes per 2048 logits).
 std::size_t argmax_workspace_bytes(int vocab);
