@@ -100,7 +100,7 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* 
 
 struct OutputLayout {
   int key_stride, value_stride, state_stride, score_stride, weight_stride, column_groups;
-  int keys, values, query_stages, state_stages, scores, weights, input, log_forget, cumulative, entering,
+  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, input, log_forget, cumulative, entering,
       stabilizers, normalizer, partials, inverse_denominators;
   SharedCarve carve;
   __host__ __device__ OutputLayout(int chunk, int d, int group) {
@@ -113,9 +113,11 @@ struct OutputLayout {
     column_groups = kOutputWarps / (chunk / 16);                         // normaliser: warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
-    query_stages = carve.take(2 * chunk * kQueryStageStride);
+    query_stages = carve.take(2 * chunk * kQueryStageStride);          // q stages, then their TF32 big parts
+    query_stages_small = carve.take(2 * chunk * kQueryStageStride);    // … and small parts (split once)
     state_stages = carve.take(2 * kStageColumns * state_stride);
-    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj, fp32
+    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj: TF32 big parts
+    scores_small = carve.take(chunk * score_stride);                     // … and small parts
     weights = carve.take(2 * chunk * weight_stride);                     // W_τj = e^{D_τj − m_τ}, double
     input = carve.take(2 * chunk);
     log_forget = carve.take(2 * chunk);
@@ -145,6 +147,7 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   float* keys = shared + layout.keys;
   float* values = shared + layout.values;
   float* scores = shared + layout.scores;
+  float* scores_small = shared + layout.scores_small;
   double* weights = reinterpret_cast<double*>(shared + layout.weights);
   double* input = reinterpret_cast<double*>(shared + layout.input);
   double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
@@ -320,7 +323,9 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   const float query_scale = 1.0f / sqrtf(float(d));
   const auto above_diagonal = [&](int tile, int m) { return 8 * (tile - value_tiles) > 16 * row_tile[m] + 15; };
   const std::uint32_t query_stages_address = shared_address(shared + layout.query_stages);
-  const std::uint32_t scores_address = shared_address(scores), keys_address = shared_address(keys);
+  const std::uint32_t query_stages_small_address = shared_address(shared + layout.query_stages_small);
+  const std::uint32_t scores_address = shared_address(scores), scores_small_address = shared_address(scores_small);
+  const std::uint32_t keys_address = shared_address(keys);
   int query_a_offset[2], score_a_offset[2];  // floats from the stage / S' to this lane's ldmatrix row
   #pragma unroll
   for (int m = 0; m < 2; ++m) {
@@ -337,15 +342,21 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       else if (head + 1 < group) load_stage(head + 1, 0, (stage_counter + 1) % 2);
       commit_async_copies();
       wait_async_copies<1>();
-      __syncthreads();
       const int buffer = stage_counter % 2;
+      if (query_copy_row < L) {  // this thread's quad of the q stage, split into TF32 parts once for every warp
+        const int at = (buffer * L + query_copy_row) * kQueryStageStride + query_copy_column;
+        split_tf32_in_place(shared + layout.query_stages + at, shared + layout.query_stages_small + at);
+      }
+      __syncthreads();
       const std::uint32_t query_stage = query_stages_address + 4 * buffer * L * kQueryStageStride;
+      const std::uint32_t query_stage_small = query_stages_small_address + 4 * buffer * L * kQueryStageStride;
       const float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
       #pragma unroll
       for (int k = 0; k < kStageColumns; k += 8) {
         Tf32Pair af[2][4];
         #pragma unroll
-        for (int m = 0; m < 2; ++m) load_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k));
+        for (int m = 0; m < 2; ++m)
+          load_split_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k), query_stage_small + 4 * (query_a_offset[m] + k));
         #pragma unroll
         for (int i = 0; i < kMaxTilesPerWarp; ++i) {
           const int tile = warp_column + i * warp_columns;
@@ -377,13 +388,13 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
           acc[m][i][0] *= top, acc[m][i][1] *= top, acc[m][i][2] *= bottom, acc[m][i][3] *= bottom;
         } else {
           const int j = 8 * (tile - value_tiles) + 2 * t;
-          float* top = scores + row * layout.score_stride + j;
-          float* bottom = top + 8 * layout.score_stride;
+          const int top = row * layout.score_stride + j, bottom = top + 8 * layout.score_stride;
           const double* w_top = weights + row * layout.weight_stride + j;
           const double* w_bottom = w_top + 8 * layout.weight_stride;
-          top[0] = acc[m][i][0] * query_scale * float(w_top[0]), top[1] = acc[m][i][1] * query_scale * float(w_top[1]);
-          bottom[0] = acc[m][i][2] * query_scale * float(w_bottom[0]);
-          bottom[1] = acc[m][i][3] * query_scale * float(w_bottom[1]);
+          store_split_tf32(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
+          store_split_tf32(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
+          store_split_tf32(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
+          store_split_tf32(scores + bottom + 1, scores_small + bottom + 1, acc[m][i][3] * query_scale * float(w_bottom[1]));
         }
       }
     __syncthreads();
@@ -392,7 +403,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       Tf32Pair af[2][4];
       #pragma unroll
       for (int m = 0; m < 2; ++m)
-        if (needed[m]) load_a_fragment(af[m], scores_address + 4 * (score_a_offset[m] + k));
+        if (needed[m])
+          load_split_a_fragment(af[m], scores_address + 4 * (score_a_offset[m] + k), scores_small_address + 4 * (score_a_offset[m] + k));
       #pragma unroll
       for (int i = 0; i < kMaxTilesPerWarp; ++i) {
         const int tile = warp_column + i * warp_columns;

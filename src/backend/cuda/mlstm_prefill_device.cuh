@@ -144,12 +144,28 @@ __device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
 __device__ __forceinline__ int a_fragment_lane_offset(int stride, int lane) {
   return ((lane >> 3 & 1) * 8 + (lane & 7)) * stride + (lane >> 4) * 4;
 }
-__device__ __forceinline__ void load_a_fragment(Tf32Pair (&a)[4], std::uint32_t address) {
-  std::uint32_t r[4];
+// The same A fragment from matrices split into TF32 parts beforehand (split_tf32_in_place,
+// store_split_tf32): one ldmatrix for the big parts, one for the small.
+__device__ __forceinline__ void load_split_a_fragment(Tf32Pair (&a)[4], std::uint32_t big_address,
+                                                      std::uint32_t small_address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(address) : "memory");
-  #pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = split_tf32(__uint_as_float(r[i]));
+               : "=r"(a[0].big), "=r"(a[1].big), "=r"(a[2].big), "=r"(a[3].big) : "r"(big_address) : "memory");
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a[0].small), "=r"(a[1].small), "=r"(a[2].small), "=r"(a[3].small) : "r"(small_address) : "memory");
+}
+// x into its TF32 parts, kept as the bit patterns mma reads (each one an exact float too).
+__device__ __forceinline__ void store_split_tf32(float* big, float* small, float x) {
+  const Tf32Pair parts = split_tf32(x);
+  *big = __uint_as_float(parts.big), *small = __uint_as_float(parts.small);
+}
+// Four floats at `big` (16-byte aligned) replaced by their big parts, the small parts to `small`.
+__device__ __forceinline__ void split_tf32_in_place(float* big, float* small) {
+  const float4 x = *reinterpret_cast<const float4*>(big);
+  const Tf32Pair p0 = split_tf32(x.x), p1 = split_tf32(x.y), p2 = split_tf32(x.z), p3 = split_tf32(x.w);
+  *reinterpret_cast<float4*>(big) =
+      make_float4(__uint_as_float(p0.big), __uint_as_float(p1.big), __uint_as_float(p2.big), __uint_as_float(p3.big));
+  *reinterpret_cast<float4*>(small) = make_float4(__uint_as_float(p0.small), __uint_as_float(p1.small),
+                                                  __uint_as_float(p2.small), __uint_as_float(p3.small));
 }
 // B = Mᵀ (8 × 8) for M row-major (`stride` floats), B[k][n] = M[n][k]: matrix 0 = rows n …
 // n+7 of M, columns k … k+3; matrix 1 = columns k+4 …: load_b's b0, b1 of Transposed{M}.
