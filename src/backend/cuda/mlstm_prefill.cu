@@ -30,8 +30,8 @@
 // any rounding of q̂ᵀn into output error: among 10^5 outputs one cancels to ~1e-5 of its terms,
 // where an fp32 sum's 1e-7 becomes 1e-2 (with strong gates an fp32 normaliser path misses the
 // 1e-5 bound by up to 40×; in double it stays at ~2e-7). So the normaliser path is double: Δñ, the scan of n, and
-// q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, then per head);
-// weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
+// q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, on the fp64
+// tensor cores, then per head); weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
 // in 3xTF32 (x = big + small, each TF32; a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32
 // accumulation): a numerator is not magnified, so ~1e-6 relative suffices.
 //
@@ -40,16 +40,18 @@
 //             writes ΔC̃ (32 MiB): ~15–20 µs, bandwidth-bound.
 //   kernel 2: 152 blocks; reads ΔC̃, writes C_c (2 × 32 MiB, much of it L2-resident); the m chain
 //             (~64 × 100 cycles) runs in one warp beside the scan: ~10–18 µs.
-//   kernel 3: 512 blocks, one per SM (190 KiB of shared memory), G = 4 heads each in turn:
+//   kernel 3: 512 blocks, one per SM (217 KiB of shared memory), G = 4 heads each in turn:
 //             q̂ᵀC_c n·Hq·d² = 2.15 G multiply-adds, scores and S'·V each the causal 5/8 of
 //             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak); the
-//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~4 µs); reads q
+//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~2 µs); reads q
 //             (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic, overlapped.
 //             ~70–100 µs.
 //   ≈ 100–135 µs per layer per 4K tokens (was ~2 ms: 64 blocks walking 64 chunks in sequence).
-//   Measured (2026-12-01, H200): kernels 1 and 2 ~60 and ~22 µs, kernel 3 697 µs — it is
-//   latency-bound at one block of 8 warps per SM (issue slots 29% busy, tensor pipe 11%); the
-//   estimate above is its throughput floor. Line-by-line reading: docs/notes/cuda-stop15-2026-12-01.md.
+//   Measured (H200): kernels 1 and 2 ~60 and ~22 µs; kernel 3 697 µs on 2026-12-01 (latency-bound
+//   at one block of 8 warps per SM: issue slots 29% busy, tensor pipe 11%), 383 µs on 2026-12-02
+//   (16 warps, the normaliser on the fp64 tensor cores, ldmatrix fragments, q and S' split into
+//   TF32 parts once). The estimate above is its throughput floor. Line-by-line readings:
+//   docs/notes/cuda-stop15-2026-12-01.md, docs/notes/cuda-stop16-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
 // d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
 //
@@ -131,7 +133,7 @@ struct OutputLayout {
 };
 
 // Block (s, c): the outputs of the G query heads of state head s for the tokens of chunk c.
-// 16 warps: the block's shared memory (~215 KB) allows one block per SM, and with 8 warps (two a
+// 16 warps: the block's shared memory (~222 KB) allows one block per SM, and with 8 warps (two a
 // scheduler) Nsight found it latency-bound — issue slots 29% busy, "wait" the top stall, the
 // tensor pipe 11% busy (docs/notes/cuda-stop15-2026-12-01.md). 512 threads leave 128 registers
 // a thread: each warp holds half the accumulator tiles it held with 8.
