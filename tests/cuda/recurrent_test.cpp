@@ -18,7 +18,7 @@
 // differ by what its fp32 inter-chunk state carries through a cancelling denominator, 8·2^-24·κ
 // (largest_denominator_conditioning), when that is larger. The stabilizer m: the prefill steps
 // it from double gates exactly as the CPU does, 1e-6; the decode step from fp32 gates (and gate
-// products summed in fp32), kTolerance. A bf16 mLSTM decode output is compared with the CPU's
+// products summed in fp32), kDecodeStabilizerTolerance. A bf16 mLSTM decode output is compared with the CPU's
 // rounded to bf16 (recurrent_test_support.h's output_error, 1e-3).
 #include <gtest/gtest.h>
 
@@ -51,6 +51,11 @@ constexpr double kTolerance = 1e-5;
 constexpr double kStabilizerTolerance = 1e-6;
 constexpr int kDecodeSteps = 300;
 constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting state
+// The decode step's m_t = fp32(logf + m_{t−1}) or ĩ_t chains kDecodeSteps fp32 steps: each sum
+// rounds once, and its fp32 logf (tanhf, log1pf, expf) lies within an ulp of the CPU's double
+// one, so m may drift from the CPU's by up to 2 ulps a step: 300 · 2 · 2^-24 = 3.6e-5 of |m|.
+// (1e-5 failed once at 1.65e-5: d = 256 with one state, seeded afresh each run.)
+constexpr double kDecodeStabilizerTolerance = kDecodeSteps * 2 * 0x1p-24;
 
 // =============================================================================================
 // mLSTM
@@ -118,7 +123,7 @@ void mlstm_decode_case(const MlstmDecodeCase& c) {
             testing::output_tolerance<T>());
   EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
   EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kDecodeStabilizerTolerance);
 }
 
 class MlstmDecode : public testing::CudaTest, public ::testing::WithParamInterface<MlstmDecodeCase> {};

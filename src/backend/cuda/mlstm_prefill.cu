@@ -30,8 +30,8 @@
 // any rounding of q̂ᵀn into output error: among 10^5 outputs one cancels to ~1e-5 of its terms,
 // where an fp32 sum's 1e-7 becomes 1e-2 (with strong gates an fp32 normaliser path misses the
 // 1e-5 bound by up to 40×; in double it stays at ~2e-7). So the normaliser path is double: Δñ, the scan of n, and
-// q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, then per head);
-// weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
+// q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, on the fp64
+// tensor cores, then per head); weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
 // in 3xTF32 (x = big + small, each TF32; a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32
 // accumulation): a numerator is not magnified, so ~1e-6 relative suffices.
 //
@@ -40,16 +40,18 @@
 //             writes ΔC̃ (32 MiB): ~15–20 µs, bandwidth-bound.
 //   kernel 2: 152 blocks; reads ΔC̃, writes C_c (2 × 32 MiB, much of it L2-resident); the m chain
 //             (~64 × 100 cycles) runs in one warp beside the scan: ~10–18 µs.
-//   kernel 3: 512 blocks, one per SM (190 KiB of shared memory), G = 4 heads each in turn:
+//   kernel 3: 512 blocks, one per SM (217 KiB of shared memory), G = 4 heads each in turn:
 //             q̂ᵀC_c n·Hq·d² = 2.15 G multiply-adds, scores and S'·V each the causal 5/8 of
 //             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak); the
-//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~4 µs); reads q
+//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~2 µs); reads q
 //             (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic, overlapped.
 //             ~70–100 µs.
 //   ≈ 100–135 µs per layer per 4K tokens (was ~2 ms: 64 blocks walking 64 chunks in sequence).
-//   Measured (2026-12-01, H200): kernels 1 and 2 ~60 and ~22 µs, kernel 3 697 µs — it is
-//   latency-bound at one block of 8 warps per SM (issue slots 29% busy, tensor pipe 11%); the
-//   estimate above is its throughput floor. Line-by-line reading: docs/notes/cuda-stop15-2026-12-01.md.
+//   Measured (H200): kernels 1 and 2 ~60 and ~22 µs; kernel 3 697 µs on 2026-12-01 (latency-bound
+//   at one block of 8 warps per SM: issue slots 29% busy, tensor pipe 11%), 383 µs on 2026-12-02
+//   (16 warps, the normaliser on the fp64 tensor cores, ldmatrix fragments, q and S' split into
+//   TF32 parts once). The estimate above is its throughput floor. Line-by-line readings:
+//   docs/notes/cuda-stop15-2026-12-01.md, docs/notes/cuda-stop16-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
 // d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
 //
@@ -77,8 +79,7 @@ constexpr int kStageColumns = 32;                        // kernel 3: columns of
 constexpr int kQueryStageStride = kStageColumns + 4;     // ≡ 4 mod 32: conflict-free A fragments
 constexpr int kOutputThreads = 512;                      // kernel 3: 16 warps (see the kernel)
 constexpr int kOutputWarps = kOutputThreads / 32;
-constexpr int kMaxTilesPerWarp = 6;                      // kernel 3: n-tiles of 8 columns per warp
-constexpr int kNormaliserHeads = 4;                      // kernel 3: q rows in flight per normaliser pass
+constexpr int kMaxTilesPerWarp = 3;                      // kernel 3: n-tiles of 8 columns per warp (126 registers, no spill)
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
@@ -99,40 +100,40 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* 
 
 // ---- Kernel 3: the outputs ----------------------------------------------------------------------
 
-// Rows of two per thread (τ and L−1−τ: equal work) by quads of columns: the normaliser path's slice.
-__host__ __device__ constexpr int normaliser_slice_width(int chunk) { return 4 * (kOutputThreads / (chunk / 2)); }
-
 struct OutputLayout {
-  int key_stride, value_stride, state_stride, score_stride;
-  int keys, values, query_stages, state_stages, scores, weights, key_slice, input, log_forget, cumulative,
-      entering, stabilizers, normalizer, query_normalizer, inverse_denominators;
+  int key_stride, value_stride, state_stride, score_stride, weight_stride, column_groups;
+  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, input, log_forget, cumulative, entering,
+      stabilizers, normalizer, partials, inverse_denominators;
   SharedCarve carve;
   __host__ __device__ OutputLayout(int chunk, int d, int group) {
     const int width = round_up(d, 32);
-    key_stride = width + 4;    // ≡ 4 mod 32: B fragments of Kᵀ
+    key_stride = width + 4;    // ≡ 4 mod 32: ldmatrix rows of Kᵀ in distinct banks
     value_stride = width + 8;  // ≡ 8 mod 32: B fragments of V and C
     state_stride = width + 8;
-    score_stride = chunk + 4;  // ≡ 4 mod 32: A fragments of S'
+    score_stride = chunk + 4;  // ≡ 4 mod 32: ldmatrix rows of S'
+    weight_stride = chunk + 4; // doubles: the 8 rows of an fp64 A fragment in two wavefronts
+    column_groups = kOutputWarps / (chunk / 16);                         // normaliser: warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
-    query_stages = carve.take(2 * chunk * kQueryStageStride);
+    query_stages = carve.take(2 * chunk * kQueryStageStride);          // q stages, then their TF32 big parts
+    query_stages_small = carve.take(2 * chunk * kQueryStageStride);    // … and small parts (split once)
     state_stages = carve.take(2 * kStageColumns * state_stride);
-    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj, fp32
-    weights = carve.take(2 * chunk * chunk);                             // W_τj = e^{D_τj − m_τ}, double
-    key_slice = carve.take(2 * chunk * normaliser_slice_width(chunk));   // k in double, one slice
+    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj: TF32 big parts
+    scores_small = carve.take(chunk * score_stride);                     // … and small parts
+    weights = carve.take(2 * chunk * weight_stride);                     // W_τj = e^{D_τj − m_τ}, double
     input = carve.take(2 * chunk);
     log_forget = carve.take(2 * chunk);
     cumulative = carve.take(2 * chunk);
     entering = carve.take(2 * chunk);                                    // e_τ = e^{b_τ + M_c − m_τ}, double
     stabilizers = carve.take(chunk);                                     // m_τ
-    normalizer = carve.take(2 * round_up(d, normaliser_slice_width(chunk)));  // n_c, double
-    query_normalizer = carve.take(2 * group * chunk);                    // q̂ᵀn_τ per head, double
+    normalizer = carve.take(2 * d);                                      // n_c, double
+    partials = carve.take(2 * column_groups * group * chunk);           // q̂_τ·N_τ per column group, double
     inverse_denominators = carve.take(group * chunk);
   }
 };
 
 // Block (s, c): the outputs of the G query heads of state head s for the tokens of chunk c.
-// 16 warps: the block's shared memory (~210 KB) allows one block per SM, and with 8 warps (two a
+// 16 warps: the block's shared memory (~222 KB) allows one block per SM, and with 8 warps (two a
 // scheduler) Nsight found it latency-bound — issue slots 29% busy, "wait" the top stall, the
 // tensor pipe 11% busy (docs/notes/cuda-stop15-2026-12-01.md). 512 threads leave 128 registers
 // a thread: each warp holds half the accumulator tiles it held with 8.
@@ -141,22 +142,22 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   device::wait_for_previous_kernel();  // C_c, n_c, M_c, m_c from the scan; q, k, v before it
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const OutputLayout layout(L, d, group);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
   float* values = shared + layout.values;
   float* scores = shared + layout.scores;
+  float* scores_small = shared + layout.scores_small;
   double* weights = reinterpret_cast<double*>(shared + layout.weights);
-  double* key_slice = reinterpret_cast<double*>(shared + layout.key_slice);
   double* input = reinterpret_cast<double*>(shared + layout.input);
   double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
   double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
   double* entering = reinterpret_cast<double*>(shared + layout.entering);
   float* stabilizers = shared + layout.stabilizers;
   double* normalizer = reinterpret_cast<double*>(shared + layout.normalizer);
-  double* query_normalizer = reinterpret_cast<double*>(shared + layout.query_normalizer);
+  double* partials = reinterpret_cast<double*>(shared + layout.partials);
   float* inverse_denominators = shared + layout.inverse_denominators;
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
   const float* state_matrix = a.work.matrices + chunk_index * d * d;
@@ -164,33 +165,42 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
 
+  // The copies of a row-major block of 16-byte quads are dealt out once: thread x copies quad
+  // x % quads of rows x / quads, x / quads + rows_per_pass, … (no division per copy).
+  const int row_quads = width / 4, rows_per_pass = kOutputThreads / row_quads;
+  const bool copies_rows = threadIdx.x < rows_per_pass * row_quads;
+  const int copy_row = threadIdx.x / row_quads, copy_column = 4 * (threadIdx.x % row_quads);
+  // A q stage (L rows of kStageColumns): one quad a thread (L ≤ 64).
+  const int query_copy_row = threadIdx.x / (kStageColumns / 4), query_copy_column = 4 * (threadIdx.x % (kStageColumns / 4));
+  const bool query_copy_row_present = query_copy_row < count;
+  const float* query_copy_source = query_row(0, query_copy_row_present ? query_copy_row : 0) + query_copy_column;
+
   // Stage `stage` (columns 32·stage … of d) of head `head`: q rows and C_c rows, zero-filled.
   const auto load_stage = [&](int head, int stage, int buffer) {
     float* query_stage = shared + layout.query_stages + buffer * L * kQueryStageStride;
     float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
     const int first_column = stage * kStageColumns;
-    for (int item = threadIdx.x; item < L * kStageColumns / 4; item += blockDim.x) {
-      const int row = item / (kStageColumns / 4), column = first_column + 4 * (item % (kStageColumns / 4));
-      const bool present = row < count && column < d;
-      copy16_async(query_stage + row * kQueryStageStride + column - first_column,
-                   query_row(head, present ? row : 0) + (present ? column : 0), present);
+    if (query_copy_row < L) {
+      const bool present = query_copy_row_present && first_column + query_copy_column < d;
+      copy16_async(query_stage + query_copy_row * kQueryStageStride + query_copy_column,
+                   present ? query_copy_source + head * d + first_column : a.q, present);
     }
-    for (int item = threadIdx.x; item < kStageColumns * width / 4; item += blockDim.x) {
-      const int row = first_column + item / (width / 4), column = 4 * (item % (width / 4));
-      const bool present = row < d && column < d;
-      copy16_async(state_stage + (row - first_column) * layout.state_stride + column,
-                   state_matrix + (present ? std::size_t(row) * d + column : 0), present);
-    }
+    if (copies_rows)
+      for (int row = copy_row; row < kStageColumns; row += rows_per_pass) {
+        const bool present = first_column + row < d && copy_column < d;
+        copy16_async(state_stage + row * layout.state_stride + copy_column,
+                     present ? state_matrix + (first_column + row) * d + copy_column : state_matrix, present);
+      }
   };
 
   // 1. k, v of the chunk (zero past it and past d), the gates, n_c; the first stage of head 0.
-  for (int item = threadIdx.x; item < L * width / 4; item += blockDim.x) {
-    const int j = item / (width / 4), column = 4 * (item % (width / 4));
-    const bool present = j < count && column < d;
-    const std::size_t at = (std::size_t(first_token + (present ? j : 0)) * a.kv_heads + kv) * d + (present ? column : 0);
-    copy16_async(keys + j * layout.key_stride + column, a.k + at, present);
-    copy16_async(values + j * layout.value_stride + column, a.v + at, present);
-  }
+  if (copies_rows)
+    for (int j = copy_row; j < L; j += rows_per_pass) {
+      const bool present = j < count && copy_column < d;
+      const std::size_t at = present ? (std::size_t(first_token + j) * a.kv_heads + kv) * d + copy_column : 0;
+      copy16_async(keys + j * layout.key_stride + copy_column, a.k + at, present);
+      copy16_async(values + j * layout.value_stride + copy_column, a.v + at, present);
+    }
   commit_async_copies();
   load_stage(0, 0, 0);
   commit_async_copies();
@@ -198,10 +208,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
     const double2 gates = a.work.token_gates[std::size_t(s) * a.n + first_token + j];
     input[j] = gates.x, log_forget[j] = gates.y;
   }
-  const int slice_width = normaliser_slice_width(L);
-  for (int i = threadIdx.x; i < round_up(d, slice_width); i += blockDim.x)
-    normalizer[i] = i < d ? a.work.normalizers[chunk_index * d + i] : 0.0;
-  for (int i = threadIdx.x; i < group * L; i += blockDim.x) query_normalizer[i] = 0.0;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) normalizer[i] = a.work.normalizers[chunk_index * d + i];
+  for (int i = threadIdx.x; i < layout.column_groups * group * L; i += blockDim.x) partials[i] = 0.0;
   const double entry_scale = a.work.entry_scales[chunk_index];
   __syncthreads();
   if (threadIdx.x == 0) {  // b_τ and m_τ exactly as the CPU steps them
@@ -222,106 +230,112 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
     entering[row] = row < count ? exp(cumulative[row] + entry_scale - double(stabilizers[row])) : 0.0;
   for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
     const int row = item / L, j = item % L;
-    weights[item] = j <= row && row < count
-                        ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row]))
-                        : 0.0;
+    weights[row * layout.weight_stride + j] =
+        j <= row && row < count ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row])) : 0.0;
   }
   __syncthreads();
 
-  // 3. q̂ᵀn_τ in double: N_τ = e_τ n_c + Σ_{j≤τ} W_τj k_j over slices of columns, then q̂·N_τ per head.
-  //    A thread owns rows τ and L−1−τ (equal work) × 4 columns; the q rows of up to
-  //    kNormaliserHeads heads are loaded before the sums, so their latency hides behind them.
+  // 3. q̂ᵀn_τ in double: N = e·n_cᵀ + W·K (L × d) on the fp64 tensor cores, then q̂_τ·N_τ per head.
+  //    A warp owns two m-tiles of 8 rows (r and L/8−1−r: the causal work balances) and every
+  //    column_groups-th pair of n-tiles of 8 columns; it sums q̂_τ·N_τ over its columns into
+  //    `partials` (one writer per element), which are then summed over the column groups in a
+  //    fixed order: the same bits on every run. Products and sums are IEEE fp64 throughout.
   {
-    const int pairs = L / 2, quads = kOutputThreads / pairs;
-    const int pair = threadIdx.x / quads, quad = threadIdx.x % quads;
-    const int rows[2] = {pair, L - 1 - pair};
+    const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
+    const int m_tile[2] = {pair, L / 8 - 1 - pair};
+    const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
+    const int steps[2] = {2 * m_tile[0] + 2, 2 * m_tile[1] + 2};  // k-steps of 4 keys up to the diagonal
     const double query_scale = 1.0 / sqrt(double(d));
-    for (int first_column = 0; first_column < d; first_column += slice_width) {
-      for (int item = threadIdx.x; item < L * slice_width; item += blockDim.x) {
-        const int j = item / slice_width, column = first_column + item % slice_width;
-        key_slice[item] = column < d ? double(keys[j * layout.key_stride + column]) : 0.0;
-      }
-      __syncthreads();
-      const int column = first_column + 4 * quad;
-      float4 queries[2][kNormaliserHeads];
-      const auto load_queries = [&](int first_head_of_pass) {
+    for (int first_tile = 2 * column_group; first_tile < n_tiles; first_tile += 2 * layout.column_groups) {
+      const bool second = first_tile + 1 < n_tiles;  // warp-uniform, as mma.sync needs
+      double sum[2][2][2];
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
         #pragma unroll
-        for (int side = 0; side < 2; ++side)
+        for (int n = 0; n < 2; ++n) {
+          const int column = 8 * (first_tile + n) + 2 * t;
+          const bool present = n == 0 || second;
+          sum[m][n][0] = present ? entering[row[m]] * normalizer[column] : 0.0;
+          sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
+        }
+      // The q of the pass's first head is loaded before the products and the next head's before
+      // each head's sums (global loads: their latency was 11% of the kernel's stall samples when
+      // each head waited for its own).
+      const auto load_queries = [&](int head, float2 (&into)[2][2]) {
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
           #pragma unroll
-          for (int h = 0; h < kNormaliserHeads; ++h) {
-            const bool present = rows[side] < count && column < d && first_head_of_pass + h < group;
-            queries[side][h] = present ? *reinterpret_cast<const float4*>(query_row(first_head_of_pass + h, rows[side]) +
-                                                                         column)
-                                       : make_float4(0, 0, 0, 0);
-          }
+          for (int n = 0; n < 2; ++n)
+            into[m][n] = row[m] < count && (n == 0 || second)
+                             ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
+                             : make_float2(0.0f, 0.0f);
       };
-      load_queries(0);
-      // Both rows advance together while both have terms (rows[0] < rows[1]): 8 independent
-      // chains a thread instead of 4, one read of k_j for both, the loop unrolled so that the
-      // next terms' loads are issued before these are summed (Nsight: the normaliser path held
-      // 29% of the kernel's stall samples, this loop ~20%, waiting on its own fma chain; 13%
-      // after). Each sum takes its terms in the same order as one row at a time would: the same bits.
-      double sum[2][4];
-      int last[2];
-      #pragma unroll
-      for (int side = 0; side < 2; ++side) {
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) sum[side][i] = entering[rows[side]] * normalizer[column + i];
-        last[side] = rows[side] < count ? rows[side] : -1;
-      }
-      const int shared_last = min(last[0], last[1]);
-      #pragma unroll 4
-      for (int j = 0; j <= shared_last; ++j) {
-        const double w0 = weights[rows[0] * L + j], w1 = weights[rows[1] * L + j];
-        const double* k = key_slice + j * slice_width + 4 * quad;
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          sum[0][i] = fma(w0, k[i], sum[0][i]);
-          sum[1][i] = fma(w1, k[i], sum[1][i]);
+      float2 queries[2][2], next_queries[2][2];
+      load_queries(0, queries);
+      for (int step = 0; step < steps[1]; ++step) {
+        const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;  // B[t][g] = k_{4step+t}[col+g]
+        const double b0 = key[0], b1 = second ? key[8] : 0.0;
+        const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];           // A[g][t] = W_{row, 4step+t}
+        mma_fp64(sum[1][0], a1, b0);
+        if (second) mma_fp64(sum[1][1], a1, b1);
+        if (step < steps[0]) {
+          const double a0 = weights[row[0] * layout.weight_stride + 4 * step + t];
+          mma_fp64(sum[0][0], a0, b0);
+          if (second) mma_fp64(sum[0][1], a0, b1);
         }
       }
-      #pragma unroll
-      for (int side = 0; side < 2; ++side) {
-        #pragma unroll 4
-        for (int j = shared_last + 1; j <= last[side]; ++j) {
-          const double w = weights[rows[side] * L + j];
-          const double* k = key_slice + j * slice_width + 4 * quad;
-          #pragma unroll
-          for (int i = 0; i < 4; ++i) sum[side][i] = fma(w, k[i], sum[side][i]);
-        }
-      }
-      for (int first_head_of_pass = 0; first_head_of_pass < group; first_head_of_pass += kNormaliserHeads) {
-        if (first_head_of_pass > 0) load_queries(first_head_of_pass);
+      for (int head = 0; head < group; ++head) {
+        if (head + 1 < group) load_queries(head + 1, next_queries);
         #pragma unroll
-        for (int side = 0; side < 2; ++side)
+        for (int m = 0; m < 2; ++m) {  // q̂_τ·N_τ over this warp's columns
+          double part = 0.0;
           #pragma unroll
-          for (int h = 0; h < kNormaliserHeads; ++h) {
-            const float4 q = queries[side][h];
-            double part = (query_scale * q.x) * sum[side][0] + (query_scale * q.y) * sum[side][1] +
-                          (query_scale * q.z) * sum[side][2] + (query_scale * q.w) * sum[side][3];
-            for (int offset = 1; offset < quads; offset *= 2) part += __shfl_xor_sync(kFullWarp, part, offset);
-            if (quad == 0 && first_head_of_pass + h < group)
-              query_normalizer[(first_head_of_pass + h) * L + rows[side]] += part;
-          }
+          for (int n = 0; n < 2; ++n)
+            part += (query_scale * queries[m][n].x) * sum[m][n][0] + (query_scale * queries[m][n].y) * sum[m][n][1];
+          part += __shfl_xor_sync(kFullWarp, part, 1);
+          part += __shfl_xor_sync(kFullWarp, part, 2);
+          if (t == 0) partials[(column_group * group + head) * L + row[m]] += part;
+        }
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          #pragma unroll
+          for (int n = 0; n < 2; ++n) queries[m][n] = next_queries[m][n];
       }
-      __syncthreads();
     }
+    __syncthreads();
     for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
-      const int row = item % L;
-      const double denominator = fmax(fabs(query_normalizer[item]), exp(-double(stabilizers[row]))) + 1e-6;
-      inverse_denominators[item] = row < count ? float(1.0 / denominator) : 0.0f;
+      const int row_of_item = item % L;
+      double query_normalizer = 0.0;
+      for (int column_group_index = 0; column_group_index < layout.column_groups; ++column_group_index)
+        query_normalizer += partials[column_group_index * group * L + item];
+      const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
+      inverse_denominators[item] = row_of_item < count ? float(1.0 / denominator) : 0.0f;
     }
   }
 
   // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
   //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
-  //    causal work balances) × the n-tiles of 8 columns dealt round-robin.
+  //    causal work balances) × the n-tiles of 8 columns dealt round-robin. A fragments (q, S') and
+  //    the Kᵀ fragments by ldmatrix; the C and V fragments (k-major in shared memory) by scalar
+  //    loads from per-lane offsets computed once.
   const int warp_rows = L / 32, warp_columns = kOutputWarps / warp_rows;
   const int warp_row = warp % warp_rows, warp_column = warp / warp_rows;
   const int row_tile[2] = {warp_row, 2 * warp_rows - 1 - warp_row};
   const int value_tiles = d / 8, all_tiles = value_tiles + L / 8, stages = (d + kStageColumns - 1) / kStageColumns;
   const float query_scale = 1.0f / sqrtf(float(d));
   const auto above_diagonal = [&](int tile, int m) { return 8 * (tile - value_tiles) > 16 * row_tile[m] + 15; };
+  const std::uint32_t query_stages_address = shared_address(shared + layout.query_stages);
+  const std::uint32_t query_stages_small_address = shared_address(shared + layout.query_stages_small);
+  const std::uint32_t scores_address = shared_address(scores), scores_small_address = shared_address(scores_small);
+  const std::uint32_t keys_address = shared_address(keys);
+  int query_a_offset[2], score_a_offset[2];  // floats from the stage / S' to this lane's ldmatrix row
+  #pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    query_a_offset[m] = 16 * row_tile[m] * kQueryStageStride + a_fragment_lane_offset(kQueryStageStride, lane);
+    score_a_offset[m] = 16 * row_tile[m] * layout.score_stride + a_fragment_lane_offset(layout.score_stride, lane);
+  }
+  const int key_b_offset = transposed_b_fragment_lane_offset(layout.key_stride, lane);
+  const int state_b_offset = t * layout.state_stride + g, value_b_offset = t * layout.value_stride + g;
   int stage_counter = 0;  // stages run so far: stage k sits in buffer k % 2
   for (int head = 0; head < group; ++head) {
     float acc[2][kMaxTilesPerWarp][4] = {};
@@ -330,23 +344,33 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       else if (head + 1 < group) load_stage(head + 1, 0, (stage_counter + 1) % 2);
       commit_async_copies();
       wait_async_copies<1>();
+      const int buffer = stage_counter % 2;
+      if (query_copy_row < L) {  // this thread's quad of the q stage, split into TF32 parts once for every warp
+        const int at = (buffer * L + query_copy_row) * kQueryStageStride + query_copy_column;
+        split_tf32_in_place(shared + layout.query_stages + at, shared + layout.query_stages_small + at);
+      }
       __syncthreads();
-      const float* query_stage = shared + layout.query_stages + (stage_counter % 2) * L * kQueryStageStride;
-      const float* state_stage = shared + layout.state_stages + (stage_counter % 2) * kStageColumns * layout.state_stride;
+      const std::uint32_t query_stage = query_stages_address + 4 * buffer * L * kQueryStageStride;
+      const std::uint32_t query_stage_small = query_stages_small_address + 4 * buffer * L * kQueryStageStride;
+      const float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
+      #pragma unroll
       for (int k = 0; k < kStageColumns; k += 8) {
         Tf32Pair af[2][4];
         #pragma unroll
-        for (int m = 0; m < 2; ++m) load_a(af[m], RowMajor{query_stage, kQueryStageStride}, 16 * row_tile[m], k, lane);
+        for (int m = 0; m < 2; ++m)
+          load_split_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k), query_stage_small + 4 * (query_a_offset[m] + k));
         #pragma unroll
         for (int i = 0; i < kMaxTilesPerWarp; ++i) {
           const int tile = warp_column + i * warp_columns;
           if (tile >= all_tiles) continue;
           Tf32Pair b0, b1;
-          if (tile < value_tiles)
-            load_b(b0, b1, RowMajor{state_stage, layout.state_stride}, k, 8 * tile, lane);
-          else  // Kᵀ: B[a][j] = k_j[a]
-            load_b(b0, b1, Transposed{keys + stage * kStageColumns, layout.key_stride}, k, 8 * (tile - value_tiles),
-                   lane);
+          if (tile < value_tiles) {
+            const float* b = state_stage + state_b_offset + k * layout.state_stride + 8 * tile;
+            b0 = split_tf32(b[0]), b1 = split_tf32(b[4 * layout.state_stride]);
+          } else {  // Kᵀ: B[a][j] = k_j[a]
+            load_transposed_b_fragment(b0, b1, keys_address + 4 * (8 * (tile - value_tiles) * layout.key_stride +
+                                                                  key_b_offset + stage * kStageColumns + k));
+          }
           #pragma unroll
           for (int m = 0; m < 2; ++m)
             if (tile < value_tiles || !above_diagonal(tile, m)) mma_3xtf32(acc[m][i], af[m], b0, b1);
@@ -360,19 +384,19 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       for (int i = 0; i < kMaxTilesPerWarp; ++i) {
         const int tile = warp_column + i * warp_columns;
         if (tile >= all_tiles) continue;
-        const int row = 16 * row_tile[m] + lane / 4;
+        const int row = 16 * row_tile[m] + g;
         if (tile < value_tiles) {
           const float top = float(entering[row]) * query_scale, bottom = float(entering[row + 8]) * query_scale;
           acc[m][i][0] *= top, acc[m][i][1] *= top, acc[m][i][2] *= bottom, acc[m][i][3] *= bottom;
         } else {
-          const int j = 8 * (tile - value_tiles) + 2 * (lane % 4);
-          float* top = scores + row * layout.score_stride + j;
-          float* bottom = top + 8 * layout.score_stride;
-          const double* w_top = weights + row * L + j;
-          const double* w_bottom = w_top + 8 * L;
-          top[0] = acc[m][i][0] * query_scale * float(w_top[0]), top[1] = acc[m][i][1] * query_scale * float(w_top[1]);
-          bottom[0] = acc[m][i][2] * query_scale * float(w_bottom[0]);
-          bottom[1] = acc[m][i][3] * query_scale * float(w_bottom[1]);
+          const int j = 8 * (tile - value_tiles) + 2 * t;
+          const int top = row * layout.score_stride + j, bottom = top + 8 * layout.score_stride;
+          const double* w_top = weights + row * layout.weight_stride + j;
+          const double* w_bottom = w_top + 8 * layout.weight_stride;
+          store_split_tf32(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
+          store_split_tf32(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
+          store_split_tf32(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
+          store_split_tf32(scores + bottom + 1, scores_small + bottom + 1, acc[m][i][3] * query_scale * float(w_bottom[1]));
         }
       }
     __syncthreads();
@@ -381,13 +405,14 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       Tf32Pair af[2][4];
       #pragma unroll
       for (int m = 0; m < 2; ++m)
-        if (needed[m]) load_a(af[m], RowMajor{scores, layout.score_stride}, 16 * row_tile[m], k, lane);
+        if (needed[m])
+          load_split_a_fragment(af[m], scores_address + 4 * (score_a_offset[m] + k), scores_small_address + 4 * (score_a_offset[m] + k));
       #pragma unroll
       for (int i = 0; i < kMaxTilesPerWarp; ++i) {
         const int tile = warp_column + i * warp_columns;
         if (tile >= value_tiles) continue;
-        Tf32Pair b0, b1;
-        load_b(b0, b1, RowMajor{values, layout.value_stride}, k, 8 * tile, lane);
+        const float* b = values + value_b_offset + k * layout.value_stride + 8 * tile;
+        const Tf32Pair b0 = split_tf32(b[0]), b1 = split_tf32(b[4 * layout.value_stride]);
         #pragma unroll
         for (int m = 0; m < 2; ++m)
           if (needed[m]) mma_3xtf32(acc[m][i], af[m], b0, b1);
@@ -399,7 +424,7 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       for (int i = 0; i < kMaxTilesPerWarp; ++i) {
         const int tile = warp_column + i * warp_columns;
         if (tile >= value_tiles) continue;
-        const int row = 16 * row_tile[m] + lane / 4, column = 8 * tile + 2 * (lane % 4);
+        const int row = 16 * row_tile[m] + g, column = 8 * tile + 2 * t;
         const float* inverse = inverse_denominators + head * L;
         float* out = a.out + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d + column;
         if (row < count)

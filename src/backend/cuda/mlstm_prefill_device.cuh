@@ -1,5 +1,5 @@
 // Device code shared by the chunk-parallel mLSTM prefill's kernels: the constants, the workspace
-// and the argument block every kernel reads, the PTX wrappers (cp.async, 3xTF32 mma), the fp32
+// and the argument block every kernel reads, the PTX wrappers (cp.async, 3xTF32 mma, ldmatrix, fp64 mma), the fp32
 // stabilizer step, kernel 1's shared-memory layout (which the host sizes too), and the host
 // launchers of kernels 1 and 2 (defined in mlstm_prefill_state.cu) that mlstm_prefill
 // (mlstm_prefill.cu, whose header holds the math, the precision and the cost) calls.
@@ -129,6 +129,62 @@ __device__ __forceinline__ void load_b(Tf32Pair& b0, Tf32Pair& b1, View m, int k
   const int g = lane / 4, t = lane % 4;
   b0 = split_tf32(m(k + t, column + g));
   b1 = split_tf32(m(k + t + 4, column + g));
+}
+
+// ldmatrix fragments for kernel 3. ldmatrix moves 8 × 8 matrices of 16-bit elements, but a row
+// is 16 bytes either way, so it moves 8 × 4 fp32 matrices just as well: lane ℓ receives the
+// 32-bit element (ℓ/4, ℓ%4), which is where mma.m16n8k8's tf32 fragments want it. Lanes 8i … 8i+7
+// give the row addresses of matrix i (16-byte aligned: the strides and column offsets are
+// multiples of 4 floats).
+__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+// A (16 × 8, row-major, `stride` floats): matrix i = rows 8(i%2) …, columns 4(i/2) …, so that
+// the four registers are load_a's a[0 … 3]. The offset (floats) of this lane's row address.
+__device__ __forceinline__ int a_fragment_lane_offset(int stride, int lane) {
+  return ((lane >> 3 & 1) * 8 + (lane & 7)) * stride + (lane >> 4) * 4;
+}
+// The same A fragment from matrices split into TF32 parts beforehand (split_tf32_in_place,
+// store_split_tf32): one ldmatrix for the big parts, one for the small.
+__device__ __forceinline__ void load_split_a_fragment(Tf32Pair (&a)[4], std::uint32_t big_address,
+                                                      std::uint32_t small_address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a[0].big), "=r"(a[1].big), "=r"(a[2].big), "=r"(a[3].big) : "r"(big_address) : "memory");
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a[0].small), "=r"(a[1].small), "=r"(a[2].small), "=r"(a[3].small) : "r"(small_address) : "memory");
+}
+// x into its TF32 parts, kept as the bit patterns mma reads (each one an exact float too).
+__device__ __forceinline__ void store_split_tf32(float* big, float* small, float x) {
+  const Tf32Pair parts = split_tf32(x);
+  *big = __uint_as_float(parts.big), *small = __uint_as_float(parts.small);
+}
+// Four floats at `big` (16-byte aligned) replaced by their big parts, the small parts to `small`.
+__device__ __forceinline__ void split_tf32_in_place(float* big, float* small) {
+  const float4 x = *reinterpret_cast<const float4*>(big);
+  const Tf32Pair p0 = split_tf32(x.x), p1 = split_tf32(x.y), p2 = split_tf32(x.z), p3 = split_tf32(x.w);
+  *reinterpret_cast<float4*>(big) =
+      make_float4(__uint_as_float(p0.big), __uint_as_float(p1.big), __uint_as_float(p2.big), __uint_as_float(p3.big));
+  *reinterpret_cast<float4*>(small) = make_float4(__uint_as_float(p0.small), __uint_as_float(p1.small),
+                                                  __uint_as_float(p2.small), __uint_as_float(p3.small));
+}
+// B = Mᵀ (8 × 8) for M row-major (`stride` floats), B[k][n] = M[n][k]: matrix 0 = rows n …
+// n+7 of M, columns k … k+3; matrix 1 = columns k+4 …: load_b's b0, b1 of Transposed{M}.
+__device__ __forceinline__ int transposed_b_fragment_lane_offset(int stride, int lane) {
+  return (lane & 7) * stride + (lane >> 3 & 1) * 4;
+}
+__device__ __forceinline__ void load_transposed_b_fragment(Tf32Pair& b0, Tf32Pair& b1, std::uint32_t address) {
+  std::uint32_t r[2];
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address)
+               : "memory");
+  b0 = split_tf32(__uint_as_float(r[0])), b1 = split_tf32(__uint_as_float(r[1]));
+}
+
+// d (8 × 8) += a (8 × 4) · b (4 × 8) on the fp64 tensor cores, IEEE fp64 products and sums.
+// Fragments, g = lane / 4, t = lane % 4: a = A[g][t], b = B[t][g], d = D[g][2t], D[g][2t+1].
+__device__ __forceinline__ void mma_fp64(double (&d)[2], double a, double b) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+      : "+d"(d[0]), "+d"(d[1])
+      : "d"(a), "d"(b));
 }
 
 // ---- The stabilizer chain -----------------------------------------------------------------------
