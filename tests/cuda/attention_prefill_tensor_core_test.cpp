@@ -1,12 +1,13 @@
 // The tensor-core prefill attention (attention_prefill_tensor_core.cu: bf16 keys and values,
-// head_dim 64 or 128), reached through attention_prefill as every caller reaches it, against the
+// head_dim 64, 128 or 256), reached through attention_prefill as every caller reaches it, against the
 // CPU backend's attention (CpuBackend::attention) on the very bf16 key/value values the device
 // holds. Fresh random inputs each run (the seed is printed with any failure); outputs poisoned
 // (0xFF: NaN) before each run; empty cache slots and cache rows no token wrote hold NaN, so
 // reading one shows. Masks: full causal, swa(w, s) sink tokens, learned sinks, the plain window;
 // chunks at position 0 and later chunks over a cache of earlier keys (linear, the windowed
 // mixer's gathered ring + chunk with key_positions, and that list shuffled with empty slots); n
-// cut against the 64-row tiles; GQA groups 1, 3, 4, 6, 8; head_dim 64 and 128; fp32 and bf16 out.
+// cut against the 64-row tiles; GQA groups 1, 3, 4, 6, 8; head_dim 64, 128 and 256 (two blocks a
+// row group, each with half of O: both halves must land); fp32 and bf16 out.
 //
 // Tolerance 1e-2 relative (‖got − want‖ / ‖want‖), both outputs. The kernel rounds q and the
 // softmax weights p to bf16 for the mma (k and v are bf16 already, and so are the reference's).
@@ -208,7 +209,13 @@ INSTANTIATE_TEST_SUITE_P(
         TensorCoreCase{4, 1, 128, 0, 0, true, Keys::Linear, 0, 50},
         // The plain window (no sink).
         TensorCoreCase{4, 2, 64, 10, 0, false, Keys::Gathered, 20, 25},
-        TensorCoreCase{8, 1, 128, 48, 0, false, Keys::Gathered, 3000, 200}));
+        TensorCoreCase{8, 1, 128, 48, 0, false, Keys::Gathered, 3000, 200},
+        // head_dim 256 (Qwen3.5-like: 16 query heads, 4 KV heads): full causal with rows past the
+        // chunk, swa(w, s) over the gathered ring, a learned sink, shuffled keys with empty slots.
+        TensorCoreCase{4, 1, 256, 0, 0, false, Keys::Linear, 30, 100, 40},
+        TensorCoreCase{16, 4, 256, 576, 4, false, Keys::Gathered, 3000, 129},
+        TensorCoreCase{16, 4, 256, 320, 0, true, Keys::Gathered, 0, 500},
+        TensorCoreCase{6, 3, 256, 40, 4, false, Keys::Shuffled, 90, 70}));
 
 // A long chunk of Qwen3-4B under swa(576, 4 sinks): 1,024 queries over the wrapped ring, every
 // query block far from key 0, so the sink tile, the window's first tile and the diagonal all mask.

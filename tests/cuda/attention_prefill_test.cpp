@@ -121,12 +121,12 @@ double prefill_error(const PrefillCase& c, std::mt19937& rng) {
 
 class CudaPrefillAttention : public testing::CudaTest, public ::testing::WithParamInterface<PrefillCase> {};
 
-// bf16 or fp16 keys with head_dim 64 or 128 take the tensor-core kernel
+// bf16 or fp16 keys with head_dim 64, 128 or 256 take the tensor-core kernel
 // (attention_prefill_tensor_core.cu), which rounds q and the softmax weights to the keys' type as
 // well: its error bound is the one derived (for bf16, the coarser) in
 // tests/cuda/attention_prefill_tensor_core_test.cpp, not fp32's.
 double sixteen_bit_keys_tolerance(const PrefillCase& c, double otherwise) {
-  const bool tensor_cores = c.head_dim == 64 || c.head_dim == 128;
+  const bool tensor_cores = cuda::prefill_uses_tensor_cores(cuda::PrefillAttentionArgs<__nv_bfloat16>{.head_dim = c.head_dim});
   return tensor_cores ? kTensorCorePrefillTolerance : otherwise;
 }
 

@@ -13,7 +13,7 @@
 // of q and of the output, so every shared-memory read is a float4 that eight rows of a warp
 // share (a broadcast, no bank conflict), and a logit is a 4-lane xor reduction. Cost per tile
 // and thread: 2·BK·MAX_D/4 FMAs against BK·MAX_D/2 float4 shared reads, so this runs at a
-// fraction of fp32 peak; bf16 keys with head_dim 64 or 128 therefore go to the tensor-core kernel
+// fraction of fp32 peak; bf16 keys with head_dim 64, 128 or 256 therefore go to the tensor-core kernel
 // (attention_prefill_tensor_core.cu) and this one serves fp32 keys and the other head sizes. Key
 // tiles that no query of the block can see (the causal upper triangle, keys outside every window)
 // are skipped after reading only their positions.

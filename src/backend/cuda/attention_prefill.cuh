@@ -44,7 +44,7 @@ void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStrea
 // Whether attention_prefill takes the tensor-core kernel for these arguments.
 template <typename T>
 bool prefill_uses_tensor_cores(const PrefillAttentionArgs<T>& args) {
-  return sizeof(T) == 2 && (args.head_dim == 64 || args.head_dim == 128);  // bf16 or fp16
+  return sizeof(T) == 2 && (args.head_dim == 64 || args.head_dim == 128 || args.head_dim == 256);  // bf16 or fp16
 }
 
 // The tensor-core kernel alone (attention_prefill dispatches to it); prefill_uses_tensor_cores

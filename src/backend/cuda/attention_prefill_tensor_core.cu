@@ -1,4 +1,4 @@
-// Prefill attention on the tensor cores: bf16 or fp16 keys and values (T), head_dim 64 or 128,
+// Prefill attention on the tensor cores: bf16 or fp16 keys and values (T), head_dim 64, 128 or 256,
 // sm_90a mma.sync m16n8k16 (T × T → fp32). Same contract as the SIMT kernel of attention_prefill.cu
 // (attention_prefill.cuh), same result within the T rounding of q and of the softmax weights.
 //
@@ -15,7 +15,10 @@
 // serves them all, and a block spans few tokens (16 for Qwen3-4B's group of 4), so the causal
 // diagonal and the window edges cut few tiles. `heads` is the largest power of two ≤ 16 that
 // divides the group (1 for a group of 3). Q is read once, fp32 → T, straight into the mma A
-// fragments, and stays in registers.
+// fragments, and stays in registers. A block produces DV columns of O: all D of them for d = 64
+// and 128; for d = 256 two blocks (blockIdx.z) share a row group, each holding Q whole (S needs all
+// of it) but only its half of O and of each V tile — O for 256 columns would not fit in registers
+// beside Q. S is then computed twice: 1.5× the mma of one block, against none of the SIMT kernel's.
 //
 // Pipeline. Keys stream in tiles of 64 through two shared buffers: cp.async fetches tile i + 1
 // while the warps compute tile i; three blocks per SM (d = 128) cover the rest of the latency.
@@ -57,9 +60,10 @@ constexpr int kBitmapWords = 512;                // tile classes held for the fi
 constexpr int kBitmapTiles = 32 * kBitmapWords;  // (1M keys); later tiles count as masked
 constexpr float kLog2e = 1.4426950408889634f;
 // Blocks resident per SM: 3 × 71 KiB of shared memory for d = 128 (168 registers a thread), 4 for
-// d = 64. ptxas then spills a few cold values (40–64 bytes, the same amount up to 200 registers).
+// d = 64; ptxas then spills a few cold values (40–48 bytes, the same amount up to 200 registers).
+// 2 × 104 KiB for d = 256 (half of O a block; 252 registers, no spill).
 template <int D>
-constexpr int kBlocksPerSm = D == 128 ? 3 : 4;
+constexpr int kBlocksPerSm = D == 256 ? 2 : D == 128 ? 3 : 4;
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 // ---- PTX: asynchronous copies, ldmatrix, mma, ex2 ------------------------------------------------
@@ -131,10 +135,10 @@ __device__ __forceinline__ void store_pair(OutT* dst, float x, float y) {
 
 // ---- Shared memory and tile classes -------------------------------------------------------------
 
-template <typename T, int D>
+template <typename T, int D, int DV>
 struct SharedStorage {
   T keys[2][kTileKeys * D];  // two tile buffers, rows swizzled (swizzled_offset)
-  T values[2][kTileKeys * D];
+  T values[2][kTileKeys * DV];  // the block's DV columns of each value row
   std::int64_t key_positions[2][kTileKeys];            // −1: empty or past num_keys
   std::uint32_t visible_tiles[kBitmapWords];           // bit t: some row of the block sees some key of tile t
   std::uint32_t full_tiles[kBitmapWords];              // every row sees every key: no mask needed
@@ -143,10 +147,10 @@ struct SharedStorage {
   std::int64_t warp_first[kWarps], warp_last[kWarps];  // spans of query positions (block_span)
 };
 
-// Element offset of 16-byte chunk `chunk` of key row `key` in a tile of width D.
-template <int D>
+// Element offset of 16-byte chunk `chunk` of key row `key` in a tile of width W.
+template <int W>
 __device__ __forceinline__ int swizzled_offset(int key, int chunk) {
-  return key * D + (chunk ^ (key % 8)) * 8;
+  return key * W + (chunk ^ (key & 7)) * 8;  // key ≥ 0: key & 7 = key % 8
 }
 
 // Whether a key at position kp (−1: empty) is seen by some / by every query position in
@@ -164,8 +168,8 @@ __device__ __forceinline__ KeyReach key_reach(std::int64_t kp, std::int64_t firs
 }
 
 // The span [first, last] of the block's query positions, from the per-warp spans.
-template <typename T, int D>
-__device__ __forceinline__ void block_span(const SharedStorage<T, D>& shared, std::int64_t& first, std::int64_t& last) {
+template <typename Storage>
+__device__ __forceinline__ void block_span(const Storage& shared, std::int64_t& first, std::int64_t& last) {
   first = shared.warp_first[0];
   last = shared.warp_last[0];
 #pragma unroll
@@ -178,8 +182,8 @@ __device__ __forceinline__ void block_span(const SharedStorage<T, D>& shared, st
 // The three bitmaps of SharedStorage (zeroed before) for the block's query span. A warp takes
 // one tile at a time, two keys per lane, and the unrolled loop keeps 8 tiles' position loads in
 // flight: for a gathered cache this pass is the block's only wait on memory before its first tile.
-template <typename T, int D>
-__device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<T>& a, SharedStorage<T, D>& shared,
+template <typename T, typename Storage>
+__device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<T>& a, Storage& shared,
                                                int num_tiles, std::int64_t first, std::int64_t last) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tiles = min(num_tiles, kBitmapTiles);
@@ -208,8 +212,8 @@ __device__ __forceinline__ void classify_tiles(const PrefillAttentionArgs<T>& a,
 
 // The first tile after `after` that some row sees (tiles past the bitmaps count as seen);
 // num_tiles when none is left.
-template <typename T, int D>
-__device__ int next_visible_tile(const SharedStorage<T, D>& shared, int after, int num_tiles) {
+template <typename Storage>
+__device__ int next_visible_tile(const Storage& shared, int after, int num_tiles) {
   int tile = after + 1;
   while (tile < num_tiles && tile < kBitmapTiles) {
     const std::uint32_t rest = shared.visible_tiles[tile / 32] >> (tile % 32);
@@ -219,30 +223,47 @@ __device__ int next_visible_tile(const SharedStorage<T, D>& shared, int after, i
   return tile < num_tiles ? tile : num_tiles;
 }
 
-// Tile `tile`'s keys, values and positions into buffer `buffer`, asynchronously. Rows past
-// num_keys are zeros (position −1); nothing past the arrays is read. A thread copies the same
-// chunk of every (kThreads / kChunks)-th key: kThreads is a multiple of the chunks per row, and the
-// keys per pass a multiple of 8, so the chunk and its swizzle stay the same from pass to pass.
-template <typename T, int D>
-__device__ __forceinline__ void load_tile(const PrefillAttentionArgs<T>& a, SharedStorage<T, D>& shared, int buffer,
-                                          int tile, int kv) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per key row
+// Rows first_key … of one tile of width W from each of `sources` (W columns from `column_offset`,
+// rows `row_stride` apart) into the matching `tiles`, swizzled, asynchronously; rows past num_keys
+// are zeros and nothing past the arrays is read. A thread copies the same chunk of every
+// (kThreads / kChunks)-th key: one global offset for all sources, advanced by a constant stride.
+template <int W, int kSources, typename T>
+__device__ __forceinline__ void copy_tile_rows(T* const (&tiles)[kSources], const T* const (&sources)[kSources],
+                                               std::int64_t first_key, std::int64_t num_keys, std::size_t row_stride,
+                                               std::size_t column_offset) {
+  constexpr int kChunks = W / 8;  // 16-byte chunks per row
   constexpr int kKeysPerPass = kThreads / kChunks;
-  static_assert(kThreads % kChunks == 0 && kKeysPerPass % 8 == 0);
+  static_assert(kThreads % kChunks == 0 && kTileKeys % kKeysPerPass == 0);
   const int key = int(threadIdx.x) / kChunks, chunk = int(threadIdx.x) % kChunks;
-  const std::int64_t first_key = std::int64_t(tile) * kTileKeys + key;
-  const std::size_t row_stride = std::size_t(a.kv_heads) * D;
-  const std::size_t offset = first_key * row_stride + std::size_t(kv) * D + chunk * 8;
-  const int slot = swizzled_offset<D>(key, chunk);
+  const std::size_t offset = std::size_t(first_key + key) * row_stride + column_offset + chunk * 8;
 #pragma unroll
   for (int pass = 0; pass < kTileKeys / kKeysPerPass; ++pass) {
-    const bool present = first_key + pass * kKeysPerPass < a.num_keys;
-    const std::size_t pass_offset = present ? offset + pass * kKeysPerPass * row_stride : 0;
-    copy16_async(&shared.keys[buffer][slot + pass * kKeysPerPass * D], a.keys + pass_offset, present);
-    copy16_async(&shared.values[buffer][slot + pass * kKeysPerPass * D], a.values + pass_offset, present);
+    const int row = key + pass * kKeysPerPass;
+    const bool present = first_key + row < num_keys;
+    const std::size_t pass_offset = present ? offset + std::size_t(pass) * kKeysPerPass * row_stride : 0;
+#pragma unroll
+    for (int i = 0; i < kSources; ++i)
+      copy16_async(&tiles[i][swizzled_offset<W>(row, chunk)], sources[i] + pass_offset, present);
+  }
+}
+
+// Tile `tile`'s keys (all D columns), values (DV columns from first_value_column) and positions
+// into buffer `buffer`, asynchronously.
+template <typename T, int D, int DV>
+__device__ __forceinline__ void load_tile(const PrefillAttentionArgs<T>& a, SharedStorage<T, D, DV>& shared, int buffer,
+                                          int tile, int kv, int first_value_column) {
+  const std::int64_t first_key = std::int64_t(tile) * kTileKeys;
+  const std::size_t row_stride = std::size_t(a.kv_heads) * D, head = std::size_t(kv) * D;
+  if constexpr (D == DV) {
+    copy_tile_rows<D, 2, T>({shared.keys[buffer], shared.values[buffer]}, {a.keys, a.values}, first_key, a.num_keys,
+                            row_stride, head);
+  } else {
+    copy_tile_rows<D, 1, T>({shared.keys[buffer]}, {a.keys}, first_key, a.num_keys, row_stride, head);
+    copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {a.values}, first_key, a.num_keys, row_stride,
+                             head + first_value_column);
   }
   if (threadIdx.x < kTileKeys) {
-    const std::int64_t j = std::int64_t(tile) * kTileKeys + threadIdx.x;
+    const std::int64_t j = first_key + threadIdx.x;
     std::int64_t* position = &shared.key_positions[buffer][threadIdx.x];
     if (j < a.num_keys && a.key_positions != nullptr)
       copy8_async(position, a.key_positions + j);
@@ -253,16 +274,16 @@ __device__ __forceinline__ void load_tile(const PrefillAttentionArgs<T>& a, Shar
 
 // Zeros the value rows of the keys in `buffer` that no row of the block sees (their weight is 0,
 // but their contents may be NaN). Needs a barrier before and after.
-template <typename T, int D>
-__device__ void zero_unseen_values(SharedStorage<T, D>& shared, int buffer, int window, int sink_tokens) {
-  constexpr int kChunks = D / 8;
+template <typename T, int D, int DV>
+__device__ void zero_unseen_values(SharedStorage<T, D, DV>& shared, int buffer, int window, int sink_tokens) {
+  constexpr int kChunks = DV / 8;
   std::int64_t first, last;
   block_span(shared, first, last);
 #pragma unroll
   for (int pass = 0; pass < kTileKeys * kChunks / kThreads; ++pass) {
     const int idx = pass * kThreads + int(threadIdx.x), key = idx / kChunks;
     if (!key_reach(shared.key_positions[buffer][key], first, last, window, sink_tokens).seen_by_some)
-      *reinterpret_cast<uint4*>(&shared.values[buffer][key * D + (idx % kChunks) * 8]) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(&shared.values[buffer][key * DV + (idx % kChunks) * 8]) = make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -271,10 +292,10 @@ __device__ void zero_unseen_values(SharedStorage<T, D>& shared, int buffer, int 
 // The online-softmax state of a lane's two rows (fragment rows lane / 4 and lane / 4 + 8): the
 // running max m (base 2, scaled), the lane's share l of the denominator (its 16 columns of each
 // tile; the four lanes of a row add theirs at the end) and the output accumulator O.
-template <int D>
+template <int D, int DV>
 struct RowState {
   std::uint32_t q[D / 16][4];  // A fragments of bf16 Q, one per 16 columns
-  float o[D / 8][4];           // C fragments of O, one per 8 columns
+  float o[DV / 8][4];          // C fragments of the block's DV columns of O, one per 8 columns
   float m[2], l[2];
 };
 
@@ -286,8 +307,8 @@ struct LaneAddresses {
   std::uint32_t keys[4], values[4];
 };
 
-template <typename T, int D>
-__device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<T, D>& shared, int buffer) {
+template <typename T, int D, int DV>
+__device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<T, D, DV>& shared, int buffer) {
   const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
   // K (S = Q·Kᵀ): matrix i of one ldmatrix.x4 holds keys 8·(i / 2) + 0…7 at chunk 2·ks + i % 2.
   // V (O += P·V, .trans): matrix i holds keys 8·(i % 2) + 0…7 at chunk 2·dp + i / 2.
@@ -298,15 +319,15 @@ __device__ __forceinline__ LaneAddresses lane_addresses(const SharedStorage<T, D
 #pragma unroll
   for (int x = 0; x < 4; ++x) {
     out.keys[x] = keys + (key_row * D + ((2 * x + key_chunk) ^ matrix_row) * 8) * sizeof(T);
-    out.values[x] = values + (value_row * D + ((2 * x + value_chunk) ^ matrix_row) * 8) * sizeof(T);
+    out.values[x] = values + (value_row * DV + ((2 * x + value_chunk) ^ matrix_row) * 8) * sizeof(T);
   }
   return out;
 }
 
-template <typename T, int D, bool kMasked>
-__device__ __forceinline__ void attend_tile(const SharedStorage<T, D>& shared, int buffer, RowState<D>& rows, int window,
-                                            int sink_tokens) {
-  constexpr float scale = kLog2e * (D == 64 ? 0.125f : 0.08838834764831845f);  // log2(e) / √D
+template <typename T, int D, int DV, bool kMasked>
+__device__ __forceinline__ void attend_tile(const SharedStorage<T, D, DV>& shared, int buffer, RowState<D, DV>& rows,
+                                            int window, int sink_tokens) {
+  constexpr float scale = kLog2e * (D == 64 ? 0.125f : D == 128 ? 0.08838834764831845f : 0.0625f);  // log2(e) / √D
   const int lane = threadIdx.x % 32, quad = lane % 4;
   const LaneAddresses address = lane_addresses(shared, buffer);
 
@@ -363,7 +384,7 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<T, D>& shared, i
     for (int r = 0; r < 2; ++r) {
       rows.l[r] *= correction[r];
 #pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt) {
+      for (int nt = 0; nt < DV / 8; ++nt) {
         rows.o[nt][2 * r] *= correction[r];
         rows.o[nt][2 * r + 1] *= correction[r];
       }
@@ -388,9 +409,9 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<T, D>& shared, i
                                 pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                 pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
+    for (int dp = 0; dp < DV / 16; ++dp) {
       std::uint32_t b[4];
-      load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * D + 64 * (dp / 4)) * sizeof(T));
+      load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * DV + 64 * (dp / 4)) * sizeof(T));
       mma<T>(rows.o[2 * dp], p, b[0], b[1]);
       mma<T>(rows.o[2 * dp + 1], p, b[2], b[3]);
     }
@@ -399,13 +420,13 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<T, D>& shared, i
 
 // ---- The kernel ---------------------------------------------------------------------------------
 
-template <typename T, typename OutT, int D>
+template <typename T, typename OutT, int D, int DV>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
   extern __shared__ __align__(128) unsigned char shared_bytes[];
-  auto& shared = *reinterpret_cast<SharedStorage<T, D>*>(shared_bytes);
+  auto& shared = *reinterpret_cast<SharedStorage<T, D, DV>*>(shared_bytes);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tokens_per_block = kBlockRows / heads;
@@ -414,6 +435,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   const int first_token = int(gridDim.x - 1 - blockIdx.x) * tokens_per_block;
   const int first_head = int(blockIdx.y) * heads;
   const int kv = first_head / (a.query_heads / a.kv_heads);
+  const int first_value_column = D == DV ? 0 : int(blockIdx.z) * DV;  // the block's columns of O and V
 
   // 1. Each row's query position and the span [first, last] of the block's (padding rows
   //    excluded); the tile bitmaps zeroed.
@@ -446,11 +468,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   classify_tiles(a, shared, num_tiles, first, last);
   __syncthreads();
   int tile = next_visible_tile(shared, -1, num_tiles);
-  if (tile < num_tiles) load_tile(a, shared, 0, tile, kv);
+  if (tile < num_tiles) load_tile(a, shared, 0, tile, kv, first_value_column);
   commit_async_copies();
 
   // 3. This lane's two rows: Q as T A fragments (zeros for padding rows), the softmax state.
-  RowState<D> rows;
+  RowState<D, DV> rows;
   const int quad = lane % 4;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -469,18 +491,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
       }
   }
 #pragma unroll
-  for (int nt = 0; nt < D / 8; ++nt)
+  for (int nt = 0; nt < DV / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) rows.o[nt][e] = 0.0f;
 
   // 4. The tiles, one in flight while the previous one is computed.
-  static_assert(D == 64 || D == 128);
+  static_assert((D == 64 || D == 128 || D == 256) && D % DV == 0);
   int buffer = 0;
   while (tile < num_tiles) {
     wait_async_copies();
     __syncthreads();  // tile `tile` is in `buffer` for everyone; no warp still reads buffer ^ 1
     const int next = next_visible_tile(shared, tile, num_tiles);
-    if (next < num_tiles) load_tile(a, shared, buffer ^ 1, next, kv);
+    if (next < num_tiles) load_tile(a, shared, buffer ^ 1, next, kv, first_value_column);
     commit_async_copies();
 
     const bool in_bitmap = tile < kBitmapTiles;
@@ -492,9 +514,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
       __syncthreads();
     }
     if (full)
-      attend_tile<T, D, false>(shared, buffer, rows, a.window, a.sink_tokens);
+      attend_tile<T, D, DV, false>(shared, buffer, rows, a.window, a.sink_tokens);
     else
-      attend_tile<T, D, true>(shared, buffer, rows, a.window, a.sink_tokens);
+      attend_tile<T, D, DV, true>(shared, buffer, rows, a.window, a.sink_tokens);
     tile = next;
     buffer ^= 1;
   }
@@ -510,9 +532,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     if (a.learned_sinks != nullptr) l += exp2_fast(a.learned_sinks[head] * kLog2e - rows.m[r]);
     if (token >= a.n) continue;
     const float inverse = 1.0f / l;
-    OutT* out_row = out + (std::size_t(token) * a.query_heads + head) * D + 2 * quad;
+    OutT* out_row = out + (std::size_t(token) * a.query_heads + head) * D + first_value_column + 2 * quad;
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
+    for (int nt = 0; nt < DV / 8; ++nt)
       store_pair(out_row + 8 * nt, rows.o[nt][2 * r] * inverse, rows.o[nt][2 * r + 1] * inverse);
   }
 }
@@ -524,16 +546,16 @@ int heads_per_block(int group) {
   return heads;
 }
 
-template <typename T, typename OutT, int D>
+template <typename T, typename OutT, int D, int DV>
 void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   const int heads = heads_per_block(a.query_heads / a.kv_heads);
   const int tokens_per_block = kBlockRows / heads;
-  const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads));
-  auto* kernel = attention_prefill_tensor_core_kernel<T, OutT, D>;
+  const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads), D / DV);
+  auto* kernel = attention_prefill_tensor_core_kernel<T, OutT, D, DV>;
   // Three 71 KiB blocks per SM (d = 128) need the largest shared-memory carveout.
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "attention_prefill_tensor_core_kernel");
-  launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<T, D>), stream,
+  launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<T, D, DV>), stream,
                    "attention_prefill_tensor_core_kernel", a, heads, out);
 }
 
@@ -542,12 +564,14 @@ void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
 template <typename T, typename OutT>
 void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   if (!prefill_uses_tensor_cores(a))
-    fail("attention", "the tensor-core prefill takes bf16 or fp16 keys with head_dim 64 or 128");
+    fail("attention", "the tensor-core prefill takes bf16 or fp16 keys with head_dim 64, 128 or 256");
   if (a.n <= 0) return;
   if (a.head_dim == 64)
-    launch<T, OutT, 64>(a, out, stream);
+    launch<T, OutT, 64, 64>(a, out, stream);
+  else if (a.head_dim == 128)
+    launch<T, OutT, 128, 128>(a, out, stream);
   else
-    launch<T, OutT, 128>(a, out, stream);
+    launch<T, OutT, 256, 128>(a, out, stream);
 }
 
 template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
