@@ -1,0 +1,279 @@
+// Can one persistent kernel stream a decode step's weights closer to the bandwidth limit than a
+// chain of launches? Qwen3-4B's decode reaches 68.6% of its roofline; its products stream at
+// 87–98% of the bandwidth where they run, and the rest is the latency between them (norms,
+// attention, launch boundaries: docs/performance.md's ablation). A megakernel would replace the
+// ~250 launches of a step by grid-wide barriers inside one kernel, streaming the next product's
+// weights while it waits. This probe measures that skeleton before anyone builds it.
+//
+// The chain: Qwen3-4B's per-layer products (q+k+v 6,144 × 2,560, o 2,560 × 4,096, gate+up
+// 2 × 9,728 × 2,560, down 2,560 × 9,728; bf16, 36 layers: 7.27 GB) in order, each one depending on
+// all of the previous one's output: every warp streams an even share of the product's 16-byte
+// chunks (dot products with x in shared memory), writes one partial sum; then x for the next
+// product is rebuilt in every block from all the partials and RMS-normalised (a block reduction),
+// as a layer's RMSNorm would. No attention: this is the skeleton's floor, not a model.
+//
+// Variants, each timed over a whole chain (one decode step's products), median of repeats:
+//   launches          one kernel per product in a CUDA graph, programmatic dependent launch
+//                     (each kernel issues its first weight loads before waiting for the last)
+//   persistent        one cooperative kernel, a grid barrier between products
+//   persistent+ahead  the same, each warp's first weight loads of the next product issued before
+//                     the barrier, so they are in flight while it waits
+// With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
+// alone, without the per-block rebuild and norm that a real chain needs.
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90a tools/cuda/persistent_chain_probe.cu -o persistent_chain_probe
+//   ./persistent_chain_probe [bare]     (prints a Markdown table; ~7.3 GB of device memory)
+//
+// Measured (H200, 2026-12-02; docs/notes/cuda-stop16-2026-12-02.md): launches 69.6% of the copy
+// bandwidth, persistent 64.3%, persistent+ahead 61.5%; bare persistent 74.9%. A grid barrier per
+// product costs as much as a launch boundary, and rebuilding x after it costs more.
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
+namespace cg = cooperative_groups;
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "persistent_chain_probe: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+constexpr int kHidden = 2560;        // x: the layer width every product reads (k is folded in below)
+constexpr int kThreads = 256;        // 8 warps a block
+constexpr int kBlocksPerSm = 4;      // 32 warps an SM
+constexpr int kUnroll = 4;           // 16-byte loads in flight per lane per step
+constexpr int kLayers = 36;
+constexpr int kRepeats = 7;
+
+// One product: its weights as 16-byte chunks [first, first + chunks) of the weight buffer.
+struct Product {
+  std::int64_t first, chunks;
+};
+
+// Chunk range of warp `warp` of `warps` in a product: an even split, ±1 chunk.
+__device__ void warp_range(const Product& p, int warp, int warps, std::int64_t& begin, std::int64_t& end) {
+  begin = p.first + p.chunks * warp / warps;
+  end = p.first + p.chunks * (warp + 1) / warps;
+}
+
+// Eight bf16 weights · eight consecutive x values (x indexed modulo kHidden: the probe's stand-in
+// for each row's own k range).
+__device__ float dot8(uint4 raw, const float* x, std::int64_t chunk) {
+  const __nv_bfloat162* w = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const int at = int((chunk * 8) % kHidden);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(w[i]);
+    sum = fmaf(f.x, x[at + 2 * i], fmaf(f.y, x[at + 2 * i + 1], sum));
+  }
+  return sum;
+}
+
+// x for the next product, in shared memory: built from every warp's partial sum of the last
+// product and RMS-normalised (one block reduction), as the next layer input would be.
+__device__ void rebuild_x(const float* partials, int warps, float* x) {
+  __shared__ float block_sums[kThreads / 32];
+  float squares = 0.0f;
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) {
+    const float value = 1.0f + 1e-3f * partials[i % warps];
+    x[i] = value;
+    squares += value * value;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+  if (threadIdx.x % 32 == 0) block_sums[threadIdx.x / 32] = squares;
+  __syncthreads();
+  float total = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) total += block_sums[w];
+  const float inverse = rsqrtf(total / kHidden + 1e-6f);
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) x[i] *= inverse;
+  __syncthreads();
+}
+
+// This warp's share of one product: steps of kUnroll chunks a lane; `ahead` holds the first
+// step's loads when the caller issued them early. Writes the warp's partial sum.
+__device__ void stream_product(const uint4* weights, const Product& p, const float* x, int warp, int warps,
+                               const uint4 (&ahead)[kUnroll], bool have_ahead, float* partials) {
+  const int lane = threadIdx.x % 32;
+  std::int64_t begin, end;
+  warp_range(p, warp, warps, begin, end);
+  float sum = 0.0f;
+  for (std::int64_t first = begin; first < end; first += 32 * kUnroll) {
+    uint4 w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t c = first + u * 32 + lane;
+      if (first == begin && have_ahead) w[u] = ahead[u];
+      else if (c < end) w[u] = __ldcs(weights + c);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t c = first + u * 32 + lane;
+      if (c < end) sum += dot8(w[u], x, c);
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) partials[warp] = sum;
+}
+
+// The first step's loads of this warp's share of `p`.
+__device__ void load_ahead(const uint4* weights, const Product& p, int warp, int warps, uint4 (&ahead)[kUnroll]) {
+  const int lane = threadIdx.x % 32;
+  std::int64_t begin, end;
+  warp_range(p, warp, warps, begin, end);
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const std::int64_t c = begin + u * 32 + lane;
+    ahead[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Two partial buffers alternate: product i reads buffer (i + 1) % 2 and writes buffer i % 2.
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    persistent_chain(const uint4* weights, const Product* products, int count, float* partials, bool ahead_loads,
+                     bool bare) {
+  __shared__ float x[kHidden];
+  const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+  cg::grid_group grid = cg::this_grid();
+  uint4 ahead[kUnroll];
+  bool have_ahead = false;
+  for (int i = 0; i < count; ++i) {
+    if (i == 0 || !bare) rebuild_x(partials + ((i + 1) % 2) * warps, warps, x);
+    stream_product(weights, products[i], x, warp, warps, ahead, have_ahead, partials + (i % 2) * warps);
+    have_ahead = ahead_loads && i + 1 < count;
+    if (have_ahead) load_ahead(weights, products[i + 1], warp, warps, ahead);
+    grid.sync();
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    one_product(const uint4* weights, Product product, const float* in, float* out) {
+  __shared__ float x[kHidden];
+  const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+  cudaTriggerProgrammaticLaunchCompletion();
+  uint4 ahead[kUnroll];
+  load_ahead(weights, product, warp, warps, ahead);  // the weights depend on no earlier kernel
+  cudaGridDependencySynchronize();
+  rebuild_x(in, warps, x);
+  stream_product(weights, product, x, warp, warps, ahead, true, out);
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool bare = argc > 1 && std::string_view(argv[1]) == "bare";
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  int resident = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, persistent_chain, kThreads, 0), "occupancy");
+  const int blocks = sms * std::min(resident, kBlocksPerSm), warps = blocks * (kThreads / 32);
+
+  // Qwen3-4B's per-layer products, k folded into the chunk counts (rows × k / 8).
+  const std::int64_t layer_chunks[4] = {6144LL * 2560 / 8, 2560LL * 4096 / 8, 2 * 9728LL * 2560 / 8, 2560LL * 9728 / 8};
+  std::vector<Product> chain;
+  std::int64_t total = 0;
+  for (int layer = 0; layer < kLayers; ++layer)
+    for (std::int64_t chunks : layer_chunks) chain.push_back({total, chunks}), total += chunks;
+  const double bytes = double(total) * 16;
+
+  uint4* weights = nullptr;
+  float* partials = nullptr;
+  Product* products = nullptr;
+  check(cudaMalloc(&weights, std::size_t(total) * 16), "weights");
+  check(cudaMemset(weights, 0x3c, std::size_t(total) * 16), "weights fill");  // bf16 ≈ 0.0115
+  check(cudaMalloc(&partials, 2 * std::size_t(warps) * sizeof(float)), "partials");
+  check(cudaMemset(partials, 0, 2 * std::size_t(warps) * sizeof(float)), "partials");
+  check(cudaMalloc(&products, chain.size() * sizeof(Product)), "products");
+  check(cudaMemcpy(products, chain.data(), chain.size() * sizeof(Product), cudaMemcpyHostToDevice), "products");
+
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  const auto timed = [&](auto&& run) {
+    std::vector<float> ms;
+    for (int r = 0; r < kRepeats + 1; ++r) {
+      check(cudaEventRecord(start, stream), "record");
+      run();
+      check(cudaEventRecord(stop, stream), "record");
+      check(cudaEventSynchronize(stop), "run");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, start, stop), "elapsed");
+      if (r > 0) ms.push_back(t);  // the first run warms up
+    }
+    return median(ms);
+  };
+
+  // The copy bandwidth the roofline uses (as bifocal bench measures it: a 1 GiB device copy).
+  const std::size_t copy_bytes = std::size_t(1) << 30;
+  const float copy_ms = timed([&] {
+    check(cudaMemcpyAsync(reinterpret_cast<char*>(weights) + copy_bytes, weights, copy_bytes,
+                          cudaMemcpyDeviceToDevice, stream), "copy");
+  });
+  const double copy_bandwidth = 2.0 * copy_bytes / (copy_ms * 1e-3);
+
+  // launches: the chain as one CUDA graph of programmatic dependent launches.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute, config.numAttrs = 1;
+    check(cudaLaunchKernelEx(&config, one_product, static_cast<const uint4*>(weights), chain[i],
+                             static_cast<const float*>(partials + ((i + 1) % 2) * warps), partials + (i % 2) * warps),
+          "one_product");
+  }
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const float launches_ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
+
+  const auto persistent = [&](bool ahead) {
+    const uint4* w = weights;
+    const Product* p = products;
+    int count = int(chain.size());
+    float* out = partials;
+    void* args[] = {&w, &p, &count, &out, &ahead, &bare};
+    return timed([&] {
+      check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_chain), dim3(blocks), dim3(kThreads), args, 0,
+                                        stream),
+            "persistent_chain");
+    });
+  };
+  const float persistent_ms = persistent(false), ahead_ms = persistent(true);
+
+  std::printf("%d SMs, %d blocks of %d threads (%d warps); %zu products, %.2f GB; copy bandwidth %.2f TB/s\n\n", sms,
+              blocks, kThreads, warps, chain.size(), bytes * 1e-9, copy_bandwidth * 1e-12);
+  std::printf("| variant | ms per chain | TB/s | of copy bandwidth | µs per product boundary beyond the bytes |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  const double ideal_ms = bytes / copy_bandwidth * 1e3;
+  const auto row = [&](const char* name, float ms) {
+    std::printf("| %s | %.3f | %.2f | %.1f%% | %.2f |\n", name, ms, bytes / (ms * 1e-3) * 1e-12,
+                100.0 * ideal_ms / ms, (ms - ideal_ms) * 1e3 / chain.size());
+  };
+  row("launches (graph, dependent launch)", launches_ms);
+  row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
+  row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
+  return 0;
+}
