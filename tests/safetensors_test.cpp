@@ -300,6 +300,10 @@ TEST_F(SafetensorsCrafted, OtherDtypesAndEmptyTensors) {
   EXPECT_TRUE(file->find("e")->to_f32().empty());
   EXPECT_EQ(file->find("s")->to_f32(), (std::vector<float>{3.0f}));
   EXPECT_EQ(file->metadata().at("author"), "test");
+  // Where each tensor's bytes sit in the file: after the length field and the header.
+  EXPECT_EQ(file->find("d")->file_offset, 8 + header.size());
+  EXPECT_EQ(file->find("i")->file_offset, 8 + header.size() + 16);
+  EXPECT_EQ(file->find("s")->file_offset, 8 + header.size() + 24);
 }
 
 // ---- malformed files -------------------------------------------------------------------------

@@ -309,7 +309,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
   for (TensorEntry& entry : entries) {
     file->by_name_.emplace(entry.name, file->tensors_.size());
     file->tensors_.push_back(TensorView{std::move(entry.name), entry.dtype, std::move(entry.shape),
-                                        data.subspan(entry.begin, entry.end - entry.begin), where});
+                                        data.subspan(entry.begin, entry.end - entry.begin), where,
+                                        kLengthFieldBytes + header_size + entry.begin});
   }
   return file;
 }

@@ -24,6 +24,7 @@ struct TensorView {
   std::vector<std::int64_t> shape;
   std::span<const std::byte> bytes;
   std::string file;  // the file it lives in, for error messages
+  std::uint64_t file_offset = 0;  // where `bytes` starts in that file (8 + header length + data offset)
 
   std::int64_t numel() const;
   // Copies the elements widened to float32 (F32, F16, BF16, F64). Throws for integer dtypes.
