@@ -18,15 +18,20 @@
 //   persistent        one cooperative kernel, a grid barrier between products
 //   persistent+ahead  the same, each warp's first weight loads of the next product issued before
 //                     the barrier, so they are in flight while it waits
+//   … + L2 lookahead  each warp, done with its share, asks L2 to prefetch the first BYTES of its
+//                     share of the next product (cp.async.bulk.prefetch): HBM busy through the drain,
+//                     the barrier or the launch boundary, the next product's first reads from L2
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
 // alone, without the per-block rebuild and norm that a real chain needs.
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90a tools/cuda/persistent_chain_probe.cu -o persistent_chain_probe
-//   ./persistent_chain_probe [bare]     (prints a Markdown table; ~7.3 GB of device memory)
+//   ./persistent_chain_probe [bare] [lookahead=BYTES]   (a Markdown table; ~7.3 GB of device memory;
+//                                                       lookahead: per warp, default 4096)
 //
 // Measured (H200, 2026-12-02; docs/notes/cuda-stop16-2026-12-02.md): launches 69.6% of the copy
 // bandwidth, persistent 64.3%, persistent+ahead 61.5%; bare persistent 74.9%. A grid barrier per
-// product costs as much as a launch boundary, and rebuilding x after it costs more.
+// product costs as much as a launch boundary, and rebuilding x after it costs more. The L2
+// lookahead rows were added after that run (not yet measured).
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -127,6 +132,16 @@ __device__ void stream_product(const uint4* weights, const Product& p, const flo
   if (lane == 0) partials[warp] = sum;
 }
 
+// Asks L2 to fetch the first `bytes` of this warp's share of `p` (one bulk prefetch by lane 0;
+// a hint: nothing waits for it).
+__device__ void prefetch_share_to_l2(const uint4* weights, const Product& p, int warp, int warps, int bytes) {
+  std::int64_t begin, end;
+  warp_range(p, warp, warps, begin, end);
+  const std::int64_t chunks = min(end - begin, std::int64_t(bytes / 16));
+  if (threadIdx.x % 32 == 0 && chunks > 0)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(weights + begin), "r"(int(chunks * 16)) : "memory");
+}
+
 // The first step's loads of this warp's share of `p`.
 __device__ void load_ahead(const uint4* weights, const Product& p, int warp, int warps, uint4 (&ahead)[kUnroll]) {
   const int lane = threadIdx.x % 32;
@@ -142,7 +157,7 @@ __device__ void load_ahead(const uint4* weights, const Product& p, int warp, int
 // Two partial buffers alternate: product i reads buffer (i + 1) % 2 and writes buffer i % 2.
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     persistent_chain(const uint4* weights, const Product* products, int count, float* partials, bool ahead_loads,
-                     bool bare) {
+                     int lookahead_bytes, bool bare) {
   __shared__ float x[kHidden];
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cg::grid_group grid = cg::this_grid();
@@ -153,12 +168,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     stream_product(weights, products[i], x, warp, warps, ahead, have_ahead, partials + (i % 2) * warps);
     have_ahead = ahead_loads && i + 1 < count;
     if (have_ahead) load_ahead(weights, products[i + 1], warp, warps, ahead);
+    if (lookahead_bytes > 0 && i + 1 < count) prefetch_share_to_l2(weights, products[i + 1], warp, warps, lookahead_bytes);
     grid.sync();
   }
 }
 
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    one_product(const uint4* weights, Product product, const float* in, float* out) {
+    one_product(const uint4* weights, Product product, Product next, int lookahead_bytes, const float* in, float* out) {
   __shared__ float x[kHidden];
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cudaTriggerProgrammaticLaunchCompletion();
@@ -167,6 +183,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   cudaGridDependencySynchronize();
   rebuild_x(in, warps, x);
   stream_product(weights, product, x, warp, warps, ahead, true, out);
+  if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
 }
 
 float median(std::vector<float> v) {
@@ -177,7 +194,21 @@ float median(std::vector<float> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool bare = argc > 1 && std::string_view(argv[1]) == "bare";
+  bool bare = false;
+  int lookahead = 4096;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    if (arg == "bare") bare = true;
+    else if (arg.starts_with("lookahead=")) lookahead = std::atoi(argv[i] + 10);
+    else {
+      std::fprintf(stderr, "persistent_chain_probe: unknown argument '%s' (bare, lookahead=BYTES)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (lookahead < 0 || lookahead % 16 != 0) {
+    std::fprintf(stderr, "persistent_chain_probe: lookahead=%d is not a multiple of 16 bytes ≥ 0\n", lookahead);
+    return 2;
+  }
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "device");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
@@ -230,38 +261,48 @@ int main(int argc, char** argv) {
   });
   const double copy_bandwidth = 2.0 * copy_bytes / (copy_ms * 1e-3);
 
-  // launches: the chain as one CUDA graph of programmatic dependent launches.
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-  for (std::size_t i = 0; i < chain.size(); ++i) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(blocks), config.blockDim = dim3(kThreads), config.stream = stream;
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute, config.numAttrs = 1;
-    check(cudaLaunchKernelEx(&config, one_product, static_cast<const uint4*>(weights), chain[i],
-                             static_cast<const float*>(partials + ((i + 1) % 2) * warps), partials + (i % 2) * warps),
-          "one_product");
-  }
-  check(cudaStreamEndCapture(stream, &graph), "capture");
-  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-  const float launches_ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
+  // launches: the chain as one CUDA graph of programmatic dependent launches, each kernel
+  // optionally prefetching the next product's first bytes into L2 when done.
+  const auto launches = [&](int lookahead_bytes) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attribute.val.programmaticStreamSerializationAllowed = 1;
+      config.attrs = &attribute, config.numAttrs = 1;
+      const Product next = i + 1 < chain.size() ? chain[i + 1] : Product{0, 0};
+      check(cudaLaunchKernelEx(&config, one_product, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
+                               static_cast<const float*>(partials + ((i + 1) % 2) * warps),
+                               partials + (i % 2) * warps),
+            "one_product");
+    }
+    check(cudaStreamEndCapture(stream, &graph), "capture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
+    check(cudaGraphExecDestroy(exec), "graph");
+    check(cudaGraphDestroy(graph), "graph");
+    return ms;
+  };
+  const float launches_ms = launches(0), launches_lookahead_ms = launches(lookahead);
 
-  const auto persistent = [&](bool ahead) {
+  const auto persistent = [&](bool ahead, int lookahead_bytes) {
     const uint4* w = weights;
     const Product* p = products;
     int count = int(chain.size());
     float* out = partials;
-    void* args[] = {&w, &p, &count, &out, &ahead, &bare};
+    void* args[] = {&w, &p, &count, &out, &ahead, &lookahead_bytes, &bare};
     return timed([&] {
       check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_chain), dim3(blocks), dim3(kThreads), args, 0,
                                         stream),
             "persistent_chain");
     });
   };
-  const float persistent_ms = persistent(false), ahead_ms = persistent(true);
+  const float persistent_ms = persistent(false, 0), ahead_ms = persistent(true, 0);
+  const float persistent_lookahead_ms = persistent(false, lookahead);
 
   std::printf("%d SMs, %d blocks of %d threads (%d warps); %zu products, %.2f GB; copy bandwidth %.2f TB/s\n\n", sms,
               blocks, kThreads, warps, chain.size(), bytes * 1e-9, copy_bandwidth * 1e-12);
@@ -273,7 +314,13 @@ int main(int argc, char** argv) {
                 100.0 * ideal_ms / ms, (ms - ideal_ms) * 1e3 / chain.size());
   };
   row("launches (graph, dependent launch)", launches_ms);
+  std::printf("| launches + L2 lookahead of %d bytes a warp | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
+              launches_lookahead_ms, bytes / (launches_lookahead_ms * 1e-3) * 1e-12, 100.0 * ideal_ms / launches_lookahead_ms,
+              (launches_lookahead_ms - ideal_ms) * 1e3 / chain.size());
   row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
   row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
+  std::printf("| persistent + L2 lookahead of %d bytes a warp%s | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
+              bare ? " (bare)" : "", persistent_lookahead_ms, bytes / (persistent_lookahead_ms * 1e-3) * 1e-12,
+              100.0 * ideal_ms / persistent_lookahead_ms, (persistent_lookahead_ms - ideal_ms) * 1e3 / chain.size());
   return 0;
 }
