@@ -32,8 +32,9 @@
 // 1e-5 bound by up to 40×; in double it stays at ~2e-7). So the normaliser path is double: Δñ, the scan of n, and
 // q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, on the fp64
 // tensor cores, then per head); weights come from double exponents. The numerators are
-// fp32-accurate GEMMs on the tensor cores in 3xTF32 (x = big + small, each TF32; a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32
-// accumulation): a numerator is not magnified, so ~1e-6 relative suffices.
+// fp32-accurate GEMMs on the tensor cores in 3xTF32 (x = big + small, each TF32;
+// a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32 accumulation): a numerator is not
+// magnified, so ~1e-6 relative suffices.
 //
 // Cost, Qwen3-4B bifocal (n = 4,096, S = 8 states, Hq = 32, d = 128, L = 64: 64 chunks):
 //   kernel 1: 512 blocks; ΔC̃: n·S·d² = 0.54 G multiply-adds (×3 TF32 passes); reads k, v (32 MiB),
