@@ -70,9 +70,7 @@ constexpr int kMaxSharedBytes = 227 * 1024;  // the sm_90 per-block limit
 
 // ---- PTX wrappers ----------------------------------------------------------------------------
 
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+using device::shared_address;
 // 16 bytes global → shared, bypassing L1; the bytes past src_bytes (all when 0) are zeroes.
 __device__ __forceinline__ void copy16_async(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");

@@ -68,9 +68,7 @@ constexpr unsigned kFullWarp = 0xffffffffu;
 
 // ---- PTX: asynchronous copies, ldmatrix, mma, ex2 ------------------------------------------------
 
-__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+using device::shared_address;
 
 // 16 bytes global → shared without passing through registers; `present` false writes 16 zero
 // bytes and reads nothing (source size 0).

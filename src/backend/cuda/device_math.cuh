@@ -15,6 +15,12 @@
 
 namespace bifocal::cuda::device {
 
+// A generic pointer into shared memory as the shared-window address that cp.async, ldmatrix and
+// the other shared-memory PTX take.
+__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }

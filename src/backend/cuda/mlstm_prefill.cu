@@ -31,9 +31,10 @@
 // where an fp32 sum's 1e-7 becomes 1e-2 (with strong gates an fp32 normaliser path misses the
 // 1e-5 bound by up to 40×; in double it stays at ~2e-7). So the normaliser path is double: Δñ, the scan of n, and
 // q̂ᵀn_τ = Σ_a q̂[a] N_τ[a] with N_τ = e_τ n_c + Σ_j e^{D_τj − m_τ} k_j (per state, on the fp64
-// tensor cores, then per head); weights come from double exponents. The numerators are fp32-accurate GEMMs on the tensor cores
-// in 3xTF32 (x = big + small, each TF32; a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32
-// accumulation): a numerator is not magnified, so ~1e-6 relative suffices.
+// tensor cores, then per head); weights come from double exponents. The numerators are
+// fp32-accurate GEMMs on the tensor cores in 3xTF32 (x = big + small, each TF32;
+// a·b ≈ a_s·b_b + a_b·b_s + a_b·b_b, ~2^-22 per product, fp32 accumulation): a numerator is not
+// magnified, so ~1e-6 relative suffices.
 //
 // Cost, Qwen3-4B bifocal (n = 4,096, S = 8 states, Hq = 32, d = 128, L = 64: 64 chunks):
 //   kernel 1: 512 blocks; ΔC̃: n·S·d² = 0.54 G multiply-adds (×3 TF32 passes); reads k, v (32 MiB),
@@ -79,7 +80,7 @@ constexpr int kStageColumns = 32;                        // kernel 3: columns of
 constexpr int kQueryStageStride = kStageColumns + 4;     // ≡ 4 mod 32: conflict-free A fragments
 constexpr int kOutputThreads = 512;                      // kernel 3: 16 warps (see the kernel)
 constexpr int kOutputWarps = kOutputThreads / 32;
-constexpr int kMaxTilesPerWarp = 3;                      // kernel 3: n-tiles of 8 columns per warp (126 registers, no spill)
+constexpr int kMaxTilesPerWarp = 3;                      // kernel 3: n-tiles of 8 columns a warp (126 registers)
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
@@ -102,7 +103,8 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* 
 
 struct OutputLayout {
   int key_stride, value_stride, state_stride, score_stride, weight_stride, column_groups;
-  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, input, log_forget, cumulative, entering,
+  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, input, log_forget,
+      cumulative, entering,
       stabilizers, normalizer, partials, inverse_denominators;
   SharedCarve carve;
   __host__ __device__ OutputLayout(int chunk, int d, int group) {
@@ -171,7 +173,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   const bool copies_rows = threadIdx.x < rows_per_pass * row_quads;
   const int copy_row = threadIdx.x / row_quads, copy_column = 4 * (threadIdx.x % row_quads);
   // A q stage (L rows of kStageColumns): one quad a thread (L ≤ 64).
-  const int query_copy_row = threadIdx.x / (kStageColumns / 4), query_copy_column = 4 * (threadIdx.x % (kStageColumns / 4));
+  const int query_copy_row = threadIdx.x / (kStageColumns / 4);
+  const int query_copy_column = 4 * (threadIdx.x % (kStageColumns / 4));
   const bool query_copy_row_present = query_copy_row < count;
   const float* query_copy_source = query_row(0, query_copy_row_present ? query_copy_row : 0) + query_copy_column;
 
@@ -273,9 +276,10 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       float2 queries[2][2], next_queries[2][2];
       load_queries(0, queries);
       for (int step = 0; step < steps[1]; ++step) {
-        const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;  // B[t][g] = k_{4step+t}[col+g]
+        // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
+        const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
         const double b0 = key[0], b1 = second ? key[8] : 0.0;
-        const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];           // A[g][t] = W_{row, 4step+t}
+        const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];
         mma_fp64(sum[1][0], a1, b0);
         if (second) mma_fp64(sum[1][1], a1, b1);
         if (step < steps[0]) {
@@ -358,7 +362,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
         Tf32Pair af[2][4];
         #pragma unroll
         for (int m = 0; m < 2; ++m)
-          load_split_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k), query_stage_small + 4 * (query_a_offset[m] + k));
+          load_split_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k),
+                                query_stage_small + 4 * (query_a_offset[m] + k));
         #pragma unroll
         for (int i = 0; i < kMaxTilesPerWarp; ++i) {
           const int tile = warp_column + i * warp_columns;
@@ -396,7 +401,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
           store_split_tf32(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
           store_split_tf32(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
           store_split_tf32(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
-          store_split_tf32(scores + bottom + 1, scores_small + bottom + 1, acc[m][i][3] * query_scale * float(w_bottom[1]));
+          store_split_tf32(scores + bottom + 1, scores_small + bottom + 1,
+                           acc[m][i][3] * query_scale * float(w_bottom[1]));
         }
       }
     __syncthreads();
@@ -406,7 +412,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       #pragma unroll
       for (int m = 0; m < 2; ++m)
         if (needed[m])
-          load_split_a_fragment(af[m], scores_address + 4 * (score_a_offset[m] + k), scores_small_address + 4 * (score_a_offset[m] + k));
+          load_split_a_fragment(af[m], scores_address + 4 * (score_a_offset[m] + k),
+                                scores_small_address + 4 * (score_a_offset[m] + k));
       #pragma unroll
       for (int i = 0; i < kMaxTilesPerWarp; ++i) {
         const int tile = warp_column + i * warp_columns;

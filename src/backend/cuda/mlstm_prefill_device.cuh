@@ -15,12 +15,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_device.cuh"
 
 namespace bifocal::cuda::mlstm_prefill_detail {
 
 using device::kRecurrentThreads;
+using device::shared_address;
 using device::SharedCarve;
 
 inline constexpr int kWarps = kRecurrentThreads / 32;
@@ -65,8 +67,8 @@ struct PrefillArgs {
 // ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
 
 __device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(present ? 16 : 0)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
+               "r"(present ? 16 : 0)
                : "memory");  // source size 0: 16 zero bytes, nothing read
 }
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -136,9 +138,6 @@ __device__ __forceinline__ void load_b(Tf32Pair& b0, Tf32Pair& b1, View m, int k
 // 32-bit element (ℓ/4, ℓ%4), which is where mma.m16n8k8's tf32 fragments want it. Lanes 8i … 8i+7
 // give the row addresses of matrix i (16-byte aligned: the strides and column offsets are
 // multiples of 4 floats).
-__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
-}
 // A (16 × 8, row-major, `stride` floats): matrix i = rows 8(i%2) …, columns 4(i/2) …, so that
 // the four registers are load_a's a[0 … 3]. The offset (floats) of this lane's row address.
 __device__ __forceinline__ int a_fragment_lane_offset(int stride, int lane) {
@@ -151,7 +150,9 @@ __device__ __forceinline__ void load_split_a_fragment(Tf32Pair (&a)[4], std::uin
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(a[0].big), "=r"(a[1].big), "=r"(a[2].big), "=r"(a[3].big) : "r"(big_address) : "memory");
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(a[0].small), "=r"(a[1].small), "=r"(a[2].small), "=r"(a[3].small) : "r"(small_address) : "memory");
+               : "=r"(a[0].small), "=r"(a[1].small), "=r"(a[2].small), "=r"(a[3].small)
+               : "r"(small_address)
+               : "memory");
 }
 // x into its TF32 parts, kept as the bit patterns mma reads (each one an exact float too).
 __device__ __forceinline__ void store_split_tf32(float* big, float* small, float x) {
