@@ -201,6 +201,15 @@ TEST_F(DenseElementwise, SwigluMatchesCpuForFloatAnd16BitOutputs) {
     EXPECT_LT(float_log.add(relative_error(out_float.download(), want)), kFloatTolerance);
     EXPECT_LT(bf16_log.add(relative_error(testing::to_float(out_bf16.download()), want)), kBf16Tolerance);
     EXPECT_LT(fp16_log.add(relative_error(testing::to_float(out_fp16.download()), want)), kFp16Tolerance);
+    // One element in: pointers off the 16-byte grid take the one-element path, same values.
+    if (count > 1) {
+      DeviceBuffer<__nv_bfloat16> shifted(count);
+      shifted.fill_bytes(0xFF);
+      cuda::swiglu(device_gate.data() + 1, device_up.data() + 1, count - 1, shifted.data() + 1, nullptr);
+      const auto got = testing::to_float(shifted.download()), all = testing::to_float(out_bf16.download());
+      EXPECT_EQ(std::vector<float>(got.begin() + 1, got.end()), std::vector<float>(all.begin() + 1, all.end()))
+          << "off the 16-byte grid";
+    }
     // In place into the gate buffer, as the CPU forward pass does.
     cuda::swiglu(device_gate.data(), device_up.data(), count, device_gate.data(), nullptr);
     EXPECT_LT(relative_error(device_gate.download(), want), kFloatTolerance) << "in place";

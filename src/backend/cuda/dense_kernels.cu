@@ -4,6 +4,8 @@
 #include "backend/cuda/dense_kernels.cuh"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -104,15 +106,25 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
 
 // ---- elementwise ---------------------------------------------------------------------------------
 
+// silu(g)·u, as the CPU backend's swiglu.
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// Four elements a thread with 16-byte loads where the pointers allow (`vectorized`), the rest one
+// at a time: a 4,096-token prefill's 40 M elements at one element a thread ran at ~2.1 TB/s.
+// Each element is read before it is written by the same thread, so out may be gate.
 template <typename OutT>
-__global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t count, OutT* out) {
+__global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t count, bool vectorized, OutT* out) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    out[i] = from_float<OutT>(g / (1.0f + expf(-g)) * up[i]);
+  const std::int64_t first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  const std::int64_t quads = vectorized ? count / 4 : 0;
+  for (std::int64_t i = first; i < quads; i += stride) {
+    const float4 g = reinterpret_cast<const float4*>(gate)[i], u = reinterpret_cast<const float4*>(up)[i];
+    device::store4(out + 4 * i, make_float4(silu_times(g.x, u.x), silu_times(g.y, u.y), silu_times(g.z, u.z),
+                                            silu_times(g.w, u.w)));
   }
+  for (std::int64_t i = 4 * quads + first; i < count; i += stride) out[i] = from_float<OutT>(silu_times(gate[i], up[i]));
 }
 
 __global__ void add_residual_kernel(float* x, const float* y, std::int64_t count) {
@@ -175,8 +187,10 @@ void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float ep
 template <typename OutT>
 void swiglu(const float* gate, const float* up, std::int64_t count, OutT* out, cudaStream_t stream) {
   if (count <= 0) return;
-  launch_dependent(swiglu_kernel<OutT>, dim3(elementwise_blocks(count)), dim3(kElementwiseThreads), 0, stream,
-                   "swiglu_kernel", gate, up, count, out);
+  const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const bool vectorized = aligned(gate, 16) && aligned(up, 16) && aligned(out, 4 * sizeof(OutT));
+  launch_dependent(swiglu_kernel<OutT>, dim3(elementwise_blocks(vectorized ? (count + 3) / 4 : count)),
+                   dim3(kElementwiseThreads), 0, stream, "swiglu_kernel", gate, up, count, vectorized, out);
 }
 
 void add_residual(float* x, const float* y, std::int64_t count, cudaStream_t stream) {
