@@ -394,6 +394,25 @@ TEST_F(DeviceSampling, NonFiniteLogitsGiveTheMarkerOnEveryPath) {
   }
 }
 
+// The draw kernel reads its shared candidates only once every thread has written its share. A
+// draw right after one whose candidates were all +inf (left behind in shared memory) must not see
+// them: the non-finite check once read them before the barrier, and a finite draw answered the
+// marker (DrawsAreReproducibleFromSeedAndStep caught it on the H200, 2026-12-02).
+TEST_F(DeviceSampling, FiniteLogitsAfterNonFiniteOnesGiveNoMarker) {
+  DeviceSampler poisoned(std::vector<float>(kQwen3Vocab, INFINITY), 1);
+  DeviceSampler finite(random_logits(kQwen3Vocab, rng_, 0.5f), 1);
+  for (SamplingParams params : {kPathParams[0], kPathParams[1]}) {  // the paths through the draw kernel
+    params.seed = rng_();
+    SCOPED_TRACE(describe(params));
+    int markers = 0;
+    for (int i = 0; i < 300; ++i) {
+      ASSERT_EQ(poisoned.sample(params, 1)[0], cuda::kNonFiniteLogitsToken);
+      markers += finite.sample(params, 1)[0] == cuda::kNonFiniteLogitsToken;
+    }
+    EXPECT_EQ(markers, 0) << "finite logits answered the non-finite marker";
+  }
+}
+
 TEST_F(DeviceSampling, InvalidParamsAndLogitsAreRejected) {
   DeviceSampler device(random_logits(100, rng_, 1.0f), 1);
   auto sample = [&](const SamplingParams& params, const float* logits) {

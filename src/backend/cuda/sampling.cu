@@ -342,6 +342,7 @@ __global__ __launch_bounds__(kSelectThreads) void draw_from_candidates_kernel(
     }
   };
   select_top_k(for_each_item, k, lower_bound, selection, top);
+  __syncthreads();  // every thread wrote its share of top: read it whole only after this
   // A NaN or +inf logit orders above every finite one (order_key), so it is among the top k if the
   // logits hold one: then the answer is kNonFiniteLogitsToken, not a draw.
   bool non_finite = false;
@@ -351,9 +352,9 @@ __global__ __launch_bounds__(kSelectThreads) void draw_from_candidates_kernel(
     return;
   }
 
-  // Sorted best first, as the CPU sorts. Bitonic: padding (no_candidate) goes after every token.
+  // Sorted best first, as the CPU sorts (__syncthreads_or was the barrier). Bitonic: padding
+  // (no_candidate) goes after every token.
   const Candidate* sorted = top;
-  __syncthreads();
   if (k <= kRankSortLimit) {
     rank_sort_best_first(top, k, small_sorted);
     sorted = small_sorted;
