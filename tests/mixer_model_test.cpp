@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <string_view>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
@@ -51,7 +52,14 @@ TEST_P(EveryMixer, PrefillThenDecodeEqualsOnePrefill) {
     ASSERT_TRUE(std::isfinite(got[i])) << GetParam();
     worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
   }
-  EXPECT_LE(worst, 1e-4) << GetParam();
+  // The split session rounds its state to fp32 after every call (DESIGN.md: fp32 states), the
+  // whole one carries it in double through its one call. For mLSTM the output divides by
+  // max(|q̂ᵀn|, e^{−m}), and at token 131 of this sequence q̂ᵀn is a sum of terms ~50× its size,
+  // so that rounding comes out magnified: 9.4e-5 on one machine's libm, 2.7e-4 on another's, and
+  // 2.4e-4 for the same tokens prefilled one per call (4.8e-5 in 48-token calls); every other
+  // mixer stays under 1e-5.
+  const bool mlstm = std::string_view(GetParam()).starts_with("mlstm");
+  EXPECT_LE(worst, mlstm ? 1e-3 : 1e-4) << GetParam();
   EXPECT_EQ(whole.cache_bytes(), split.cache_bytes());
 }
 
