@@ -244,6 +244,15 @@ TEST_F(DenseElementwise, ConvertRoundsToNearestBf16AndFp16) {
     EXPECT_EQ(relative_error(testing::to_float(as_bf16.download()), testing::round_to_bf16(values)), 0.0);
     EXPECT_EQ(relative_error(testing::to_float(as_fp16.download()), testing::as_stored<__half>(values)), 0.0);
     EXPECT_EQ(relative_error(as_float.download(), values), 0.0);
+    // One element in: pointers off the 16-byte grid take the one-element path, same values.
+    if (count > 1) {
+      DeviceBuffer<__nv_bfloat16> shifted(count);
+      shifted.fill_bytes(0xFF);
+      cuda::convert(device_values.data() + 1, shifted.data() + 1, count - 1, nullptr);
+      const auto got = testing::to_float(shifted.download()), all = testing::to_float(as_bf16.download());
+      EXPECT_EQ(std::vector<float>(got.begin() + 1, got.end()), std::vector<float>(all.begin() + 1, all.end()))
+          << "off the 16-byte grid";
+    }
   }
 }
 

@@ -19,9 +19,19 @@ namespace bifocal::cuda::device {
 // in (the whole warp has read in before anything is written). Every lane of the warp calls it.
 // The fused multiply-adds are written out (fmaf), not left to the compiler's contraction, which
 // may choose differently in different kernels: the same bits wherever this is inlined.
+// `rotation`, when given, holds (sin, cos) of every angle, made by rotation_at for this position
+// (a block rotating many heads of one token makes them once); otherwise each lane makes its own.
+// (sin, cos) of RoPE's angle i at `position`: angle = position · inv_freq_i in fp32.
+__device__ __forceinline__ float2 rotation_at(float position, const float* inv_freq, int i) {
+  float s, c;
+  sincosf(position * inv_freq[i], &s, &c);
+  return make_float2(s, c);
+}
+
 template <typename T>
 __device__ void norm_rope_head(const float* in, float* staged, float* out, const T* norm_weight, float eps,
-                               bool apply_rope, float position, const float* inv_freq, int d, float scale) {
+                               bool apply_rope, float position, const float* inv_freq, int d, float scale,
+                               const float2* rotation = nullptr) {
   const int lane = int(threadIdx.x) % 32;
   float sum_squares = 0.0f;
   for (int i = lane; i < d; i += 32) {
@@ -40,9 +50,8 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
   }
   const int half = d / 2;
   for (int i = lane; i < half; i += 32) {
-    const float angle = position * inv_freq[i];
-    float s, c;
-    sincosf(angle, &s, &c);
+    const float2 sin_cos = rotation != nullptr ? rotation[i] : rotation_at(position, inv_freq, i);
+    const float s = sin_cos.x, c = sin_cos.y;
     const float a = staged[i], b = staged[i + half];
     const float rotated_a = fmaf(a, c, -(b * s)), rotated_b = fmaf(b, c, a * s);
     out[i] = rotated_a * scale;
