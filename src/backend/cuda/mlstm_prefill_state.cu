@@ -121,18 +121,23 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
   __syncthreads();
 
   ChunkSummary& summary = a.work.summaries[chunk_index];
-  if (threadIdx.x == 0) {  // b_τ in order (as the CPU sums it), B_c, λ_c
-    double decay = 0.0;
-    float from_below = -INFINITY;
-    for (int j = 0; j < count; ++j) {
-      decay += log_forget[j];
-      cumulative[j] = decay;
-      from_below = step_stabilizer(from_below, make_double2(input[j], log_forget[j]));
+  if (warp == 0) {  // b_τ in order (as the CPU sums it) and B_c by lane 0, then λ_c by the warp
+    if (lane == 0) {
+      double decay = 0.0;
+      float from_below = -INFINITY;
+      for (int j = 0; j < count; ++j) {
+        decay += log_forget[j];
+        cumulative[j] = decay;
+        from_below = step_stabilizer(from_below, make_double2(input[j], log_forget[j]));
+      }
+      scalars[0] = decay;
+      summary.decay = decay, summary.from_below = from_below;
     }
-    double scale = -INFINITY;
-    for (int j = 0; j < count; ++j) scale = fmax(scale, decay - cumulative[j] + input[j]);
-    scalars[0] = decay, scalars[1] = scale;
-    summary.decay = decay, summary.scale = scale, summary.from_below = from_below;
+    __syncwarp();
+    double scale = -INFINITY;  // a maximum: exact in any order
+    for (int j = lane; j < count; j += 32) scale = fmax(scale, scalars[0] - cumulative[j] + input[j]);
+    for (int offset = 16; offset > 0; offset /= 2) scale = fmax(scale, __shfl_xor_sync(kFullWarp, scale, offset));
+    if (lane == 0) scalars[1] = scale, summary.scale = scale;
   } else if (warp == 1 && lane < kBinades) {  // the chain ρ's decay in binade e
     const int e = kFirstBinade + lane;
     double units = 0.0;
@@ -144,8 +149,13 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
   for (int j = threadIdx.x; j < a.chunk; j += blockDim.x)
     weights[j] = j < count ? exp(scalars[0] - cumulative[j] + input[j] - scalars[1]) : 0.0;
   __syncthreads();
-  for (int item = threadIdx.x; item < a.chunk * width; item += blockDim.x)
-    values[(item / width) * layout.stride + item % width] *= float(weights[item / width]);
+  for (int j = warp; j < a.chunk; j += kWarps) {  // w∘V: a warp a row, four columns a lane, no division
+    const float w = float(weights[j]);
+    for (int column = 4 * lane; column < width; column += 4 * 32) {
+      float4& quad = *reinterpret_cast<float4*>(values + j * layout.stride + column);
+      quad.x *= w, quad.y *= w, quad.z *= w, quad.w *= w;
+    }
+  }
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
     double sum = 0.0;
     for (int j = 0; j < count; ++j) sum += weights[j] * double(keys[j * layout.stride + i]);
