@@ -107,20 +107,25 @@ __device__ void rebuild_x(const float* partials, int warps, float* x) {
 }
 
 // This warp's share of one product: steps of kUnroll chunks a lane; `ahead` holds the first
-// step's loads when the caller issued them early. Writes the warp's partial sum.
+// AheadSteps steps' loads when the caller issued them early. Writes the warp's partial sum.
+template <int AheadSteps>
 __device__ void stream_product(const uint4* weights, const Product& p, const float* x, int warp, int warps,
-                               const uint4 (&ahead)[kUnroll], bool have_ahead, float* partials) {
+                               const uint4 (&ahead)[AheadSteps][kUnroll], bool have_ahead, float* partials) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
   warp_range(p, warp, warps, begin, end);
   float sum = 0.0f;
-  for (std::int64_t first = begin; first < end; first += 32 * kUnroll) {
+  int step = 0;
+  for (std::int64_t first = begin; first < end; first += 32 * kUnroll, ++step) {
     uint4 w[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const std::int64_t c = first + u * 32 + lane;
-      if (first == begin && have_ahead) w[u] = ahead[u];
-      else if (c < end) w[u] = __ldcs(weights + c);
+      bool from_ahead = false;
+#pragma unroll
+      for (int a = 0; a < AheadSteps; ++a)
+        if (have_ahead && step == a) w[u] = ahead[a][u], from_ahead = true;
+      if (!from_ahead && c < end) w[u] = __ldcs(weights + c);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -142,16 +147,20 @@ __device__ void prefetch_share_to_l2(const uint4* weights, const Product& p, int
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(weights + begin), "r"(int(chunks * 16)) : "memory");
 }
 
-// The first step's loads of this warp's share of `p`.
-__device__ void load_ahead(const uint4* weights, const Product& p, int warp, int warps, uint4 (&ahead)[kUnroll]) {
+// The first AheadSteps steps' loads of this warp's share of `p`.
+template <int AheadSteps>
+__device__ void load_ahead(const uint4* weights, const Product& p, int warp, int warps,
+                           uint4 (&ahead)[AheadSteps][kUnroll]) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
   warp_range(p, warp, warps, begin, end);
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const std::int64_t c = begin + u * 32 + lane;
-    ahead[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
-  }
+  for (int a = 0; a < AheadSteps; ++a)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t c = begin + (a * kUnroll + u) * 32 + lane;
+      ahead[a][u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
+    }
 }
 
 // Two partial buffers alternate: product i reads buffer (i + 1) % 2 and writes buffer i % 2.
@@ -161,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   __shared__ float x[kHidden];
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cg::grid_group grid = cg::this_grid();
-  uint4 ahead[kUnroll];
+  uint4 ahead[1][kUnroll];
   bool have_ahead = false;
   for (int i = 0; i < count; ++i) {
     if (i == 0 || !bare) rebuild_x(partials + ((i + 1) % 2) * warps, warps, x);
@@ -173,16 +182,20 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 }
 
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+// One product of the chain. AheadSteps steps of this warp's weights are loaded before the wait
+// for the previous kernel (0: none); BlocksPerSm sets the register budget that they need.
+template <int AheadSteps, int BlocksPerSm>
+__global__ void __launch_bounds__(kThreads, BlocksPerSm)
     one_product(const uint4* weights, Product product, Product next, int lookahead_bytes, const float* in, float* out) {
   __shared__ float x[kHidden];
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cudaTriggerProgrammaticLaunchCompletion();
-  uint4 ahead[kUnroll];
-  load_ahead(weights, product, warp, warps, ahead);  // the weights depend on no earlier kernel
+  constexpr int kSteps = AheadSteps > 0 ? AheadSteps : 1;
+  uint4 ahead[kSteps][kUnroll];
+  if (AheadSteps > 0) load_ahead(weights, product, warp, warps, ahead);  // the weights depend on no earlier kernel
   cudaGridDependencySynchronize();
   rebuild_x(in, warps, x);
-  stream_product(weights, product, x, warp, warps, ahead, true, out);
+  stream_product(weights, product, x, warp, warps, ahead, AheadSteps > 0, out);
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
 }
 
@@ -263,21 +276,22 @@ int main(int argc, char** argv) {
 
   // launches: the chain as one CUDA graph of programmatic dependent launches, each kernel
   // optionally prefetching the next product's first bytes into L2 when done.
-  const auto launches = [&](int lookahead_bytes) {
+  const auto launches = [&](auto kernel, int blocks_per_sm, int lookahead_bytes) {
+    const int launch_blocks = sms * blocks_per_sm, launch_warps = launch_blocks * (kThreads / 32);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
     for (std::size_t i = 0; i < chain.size(); ++i) {
       cudaLaunchConfig_t config{};
-      config.gridDim = dim3(blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+      config.gridDim = dim3(launch_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
       cudaLaunchAttribute attribute{};
       attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attribute.val.programmaticStreamSerializationAllowed = 1;
       config.attrs = &attribute, config.numAttrs = 1;
       const Product next = i + 1 < chain.size() ? chain[i + 1] : Product{0, 0};
-      check(cudaLaunchKernelEx(&config, one_product, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
-                               static_cast<const float*>(partials + ((i + 1) % 2) * warps),
-                               partials + (i % 2) * warps),
+      check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
+                               static_cast<const float*>(partials + ((i + 1) % 2) * launch_warps),
+                               partials + (i % 2) * launch_warps),
             "one_product");
     }
     check(cudaStreamEndCapture(stream, &graph), "capture");
@@ -287,7 +301,14 @@ int main(int argc, char** argv) {
     check(cudaGraphDestroy(graph), "graph");
     return ms;
   };
-  const float launches_ms = launches(0), launches_lookahead_ms = launches(lookahead);
+  const float launches_ms = launches(one_product<1, kBlocksPerSm>, kBlocksPerSm, 0);
+  const float launches_lookahead_ms = launches(one_product<1, kBlocksPerSm>, kBlocksPerSm, lookahead);
+  // How deep the loads before the wait go: none, and 2 or 4 steps (2 or 4 KiB a warp, 2 blocks an SM
+  // for the registers), against the 1 step of 4 blocks an SM above.
+  const float no_ahead_ms = launches(one_product<0, kBlocksPerSm>, kBlocksPerSm, 0);
+  const float ahead1_two_blocks_ms = launches(one_product<1, 2>, 2, 0);
+  const float ahead2_ms = launches(one_product<2, 2>, 2, 0);
+  const float ahead4_ms = launches(one_product<4, 2>, 2, 0);
 
   const auto persistent = [&](bool ahead, int lookahead_bytes) {
     const uint4* w = weights;
@@ -317,6 +338,10 @@ int main(int argc, char** argv) {
   std::printf("| launches + L2 lookahead of %d bytes a warp | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
               launches_lookahead_ms, bytes / (launches_lookahead_ms * 1e-3) * 1e-12, 100.0 * ideal_ms / launches_lookahead_ms,
               (launches_lookahead_ms - ideal_ms) * 1e3 / chain.size());
+  row("launches, no loads before the wait", no_ahead_ms);
+  row("launches, 2 blocks an SM, 1 step (2 KiB a warp) before the wait", ahead1_two_blocks_ms);
+  row("launches, 2 blocks an SM, 2 steps (4 KiB a warp) before the wait", ahead2_ms);
+  row("launches, 2 blocks an SM, 4 steps (8 KiB a warp) before the wait", ahead4_ms);
   row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
   row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
   std::printf("| persistent + L2 lookahead of %d bytes a warp%s | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
