@@ -21,6 +21,8 @@
 //   … + L2 lookahead  each warp, done with its share, asks L2 to prefetch the first BYTES of its
 //                     share of the next product (cp.async.bulk.prefetch): HBM busy through the drain,
 //                     the barrier or the launch boundary, the next product's first reads from L2
+//   launches, ahead   how deep the loads before the wait go (none; 1, 2, 4 steps at 2 blocks an SM)
+//   dataflow          one persistent kernel, per-slice counters instead of any barrier (dataflow_chain)
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
 // alone, without the per-block rebuild and norm that a real chain needs.
 //
@@ -28,10 +30,13 @@
 //   ./persistent_chain_probe [bare] [lookahead=BYTES]   (a Markdown table; ~7.3 GB of device memory;
 //                                                       lookahead: per warp, default 4096)
 //
-// Measured (H200, 2026-12-02; docs/notes/cuda-stop16-2026-12-02.md): launches 69.6% of the copy
-// bandwidth, persistent 64.3%, persistent+ahead 61.5%; bare persistent 74.9%. A grid barrier per
-// product costs as much as a launch boundary, and rebuilding x after it costs more. The L2
-// lookahead rows were added after that run (not yet measured).
+// Measured (H200, 2026-12-02; docs/notes/cuda-stop16-2026-12-02.md, cuda-stop17-2026-12-02.md):
+// launches 70–75% of the copy bandwidth (the same binary, runs of different machines), persistent
+// 63–66%, persistent+ahead 60–63%; bare persistent 74.9%. A grid barrier per product costs as much
+// as a launch boundary, and rebuilding x after it costs more. Loads before the wait: none 63.5%,
+// 1 step 74.4%; at 2 blocks an SM 1, 2, 4 steps 64.7, 55.6, 57.9%. L2 lookahead (2 KiB a warp)
+// 69.4%, persistent 62.7%. Dataflow (below): 8 rows × ¼ of k 56.4%, 32 rows × ¼ 37.9%, 8 rows ×
+// ~4 / 8 / 16 KiB 40.4 / 51.2 / 54.7%. Nothing beat the launch chain.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -199,6 +204,95 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
 }
 
+// ---- Dataflow: one persistent kernel, counters instead of barriers ----------------------------
+// A product is cut into items of kTileRows rows × one of kSlices slices of its k. An item waits
+// only for its own input slice — the rows of the previous product that feed it, counted as they
+// complete — so the next product's early slices stream while the last one drains, and no warp
+// waits for the whole grid. Each item's partial sums go to the output by atomics; the item that
+// completes a row tile (its kSlices-th) counts it towards the next product's input slice. Items
+// are numbered product by product, slice-major, and dealt round-robin to the warps, each taking
+// its items in order: an item only waits for lower-numbered ones, all of them on resident warps
+// that reach them first, so nothing deadlocks. Input slice s of product p needs the previous
+// product's row tiles [s·T/S, (s+1)·T/S) (T its tiles): a proportional stand-in for the real
+// mappings (o_proj needs its heads' q rows, down_proj the gate and up rows of its slice). No
+// RMSNorm: it would need each vector's sum of squares, which a real chain can apply to the
+// outputs of the next product when its last tile completes (the norm is a scalar per vector).
+constexpr int kTileRows = 8;      // streamed 8 rows at a time
+constexpr int kMaxSlices = 32;
+constexpr int kItemBytes = 16384;  // a product's k is cut so that an item streams about this much
+
+struct FlowProduct {
+  std::int64_t first_chunk;  // row r, chunk c of the weights: first_chunk + r · k_chunks + c
+  std::int64_t first_item;   // its first item in the chain's numbering
+  int rows, k_chunks, tiles; // k in 16-byte chunks (8 bf16); tiles = rows / kTileRows
+  int slices;                // its k in this many slices (an item: a row tile × a slice)
+  int input, output;         // offsets of its input and output vectors in the activations
+  int tile_counters;         // offset of its row tiles' completion counters
+  int slice_counters;        // offset of its input slices' readiness counters
+  int needed[kMaxSlices];    // completed tiles of the previous product each input slice waits for
+};
+
+__device__ int load_acquire(const int* address) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    dataflow_chain(const uint4* weights, const FlowProduct* products, int count, std::int64_t items,
+                   float* activations, int* counters) {
+  const int lane = threadIdx.x % 32, warps = gridDim.x * (kThreads / 32);
+  const int rank = (threadIdx.x / 32) * gridDim.x + blockIdx.x;  // consecutive items on different SMs
+  int p = 0;
+  for (std::int64_t item = rank; item < items; item += warps) {
+    while (item >= products[p].first_item + std::int64_t(products[p].slices) * products[p].tiles) ++p;
+    const FlowProduct& product = products[p];
+    const int local = int(item - product.first_item), slice = local / product.tiles, tile = local % product.tiles;
+    if (product.needed[slice] > 0) {
+      if (lane == 0)
+        while (load_acquire(counters + product.slice_counters + slice) < product.needed[slice]) __nanosleep(100);
+      __syncwarp();
+    }
+    const float* x = activations + product.input;
+    const int begin = slice * product.k_chunks / product.slices, end = (slice + 1) * product.k_chunks / product.slices;
+    float* out = activations + product.output + tile * kTileRows;
+    for (int group = 0; group < kTileRows / 8; ++group) {
+      const uint4* rows = weights + product.first_chunk + std::int64_t(tile * kTileRows + 8 * group) * product.k_chunks;
+      float sum[8] = {};
+      for (int c = begin + lane; c < end; c += 32) {
+        uint4 w[8];
+#pragma unroll
+        for (int r = 0; r < 8; ++r) w[r] = __ldcs(rows + std::int64_t(r) * product.k_chunks + c);
+        float xs[8];
+        *reinterpret_cast<float4*>(xs) = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
+        *reinterpret_cast<float4*>(xs + 4) = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&w[r]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const float2 f = __bfloat1622float2(pair[i]);
+            sum[r] = fmaf(f.x, xs[2 * i], fmaf(f.y, xs[2 * i + 1], sum[r]));
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+        for (int offset = 16; offset > 0; offset /= 2) sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], offset);
+      if (lane == 0)
+#pragma unroll
+        for (int r = 0; r < 8; ++r) atomicAdd(out + 8 * group + r, sum[r]);
+    }
+    if (lane == 0) {
+      __threadfence();  // the sums before the count
+      if (atomicAdd(counters + product.tile_counters + tile, 1) == product.slices - 1 && p + 1 < count) {
+        __threadfence();
+        atomicAdd(counters + products[p + 1].slice_counters + tile * products[p + 1].slices / product.tiles, 1);
+      }
+    }
+  }
+}
+
 float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -325,6 +419,61 @@ int main(int argc, char** argv) {
   const float persistent_ms = persistent(false, 0), ahead_ms = persistent(true, 0);
   const float persistent_lookahead_ms = persistent(false, lookahead);
 
+  // dataflow: the same products as items with counters (dataflow_chain above).
+  const int shapes[4][2] = {{6144, 2560}, {2560, 4096}, {2 * 9728, 2560}, {2560, 9728}};  // rows, k
+  std::vector<FlowProduct> flow;
+  int activation_floats = 2560, counter_ints = 0;  // the first product's input, then every output
+  std::int64_t flow_chunk = 0, flow_items = 0;
+  for (int layer = 0; layer < kLayers; ++layer)
+    for (const auto& shape : shapes) {
+      FlowProduct f{};
+      f.first_chunk = flow_chunk, f.first_item = flow_items;
+      f.rows = shape[0], f.k_chunks = shape[1] / 8, f.tiles = shape[0] / kTileRows;
+      f.slices = std::clamp(kTileRows * shape[1] * 2 / kItemBytes, 1, kMaxSlices);
+      f.input = flow.empty() ? 0 : flow.back().output;
+      f.output = activation_floats, activation_floats += f.rows;
+      f.tile_counters = counter_ints, counter_ints += f.tiles;
+      f.slice_counters = counter_ints, counter_ints += f.slices;
+      for (int t = 0; !flow.empty() && t < flow.back().tiles; ++t) ++f.needed[t * f.slices / flow.back().tiles];
+      flow_chunk += std::int64_t(f.rows) * f.k_chunks, flow_items += std::int64_t(f.slices) * f.tiles;
+      flow.push_back(f);
+    }
+  if (flow_chunk != total) {
+    std::fprintf(stderr, "persistent_chain_probe: the dataflow chain has %lld chunks, the chain %lld\n",
+                 (long long)flow_chunk, (long long)total);
+    return 1;
+  }
+  FlowProduct* flow_products = nullptr;
+  float* activations = nullptr;
+  int* counters = nullptr;
+  check(cudaMalloc(&flow_products, flow.size() * sizeof(FlowProduct)), "flow products");
+  check(cudaMemcpy(flow_products, flow.data(), flow.size() * sizeof(FlowProduct), cudaMemcpyHostToDevice), "flow");
+  check(cudaMalloc(&activations, std::size_t(activation_floats) * sizeof(float)), "activations");
+  check(cudaMalloc(&counters, std::size_t(counter_ints) * sizeof(int)), "counters");
+  int flow_resident = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&flow_resident, dataflow_chain, kThreads, 0), "occupancy");
+  const int flow_blocks = sms * std::min(flow_resident, kBlocksPerSm);
+  const float dataflow_ms = timed([&] {
+    check(cudaMemsetAsync(activations, 0, std::size_t(activation_floats) * sizeof(float), stream), "zero");
+    check(cudaMemsetAsync(counters, 0, std::size_t(counter_ints) * sizeof(int), stream), "zero");
+    const uint4* w = weights;
+    const FlowProduct* fp = flow_products;
+    int count = int(flow.size());
+    std::int64_t items = flow_items;
+    void* args[] = {&w, &fp, &count, &items, &activations, &counters};
+    check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(dataflow_chain), dim3(flow_blocks), dim3(kThreads), args,
+                                      0, stream),
+          "dataflow_chain");
+  });
+  std::vector<int> counts(counter_ints);  // every row tile counted kSlices times: every item ran
+  check(cudaMemcpy(counts.data(), counters, counts.size() * sizeof(int), cudaMemcpyDeviceToHost), "counters");
+  for (const FlowProduct& f : flow)
+    for (int t = 0; t < f.tiles; ++t)
+      if (counts[f.tile_counters + t] != f.slices) {
+        std::fprintf(stderr, "persistent_chain_probe: dataflow tile %d counted %d times\n", t, counts[f.tile_counters + t]);
+        return 1;
+      }
+
   std::printf("%d SMs, %d blocks of %d threads (%d warps); %zu products, %.2f GB; copy bandwidth %.2f TB/s\n\n", sms,
               blocks, kThreads, warps, chain.size(), bytes * 1e-9, copy_bandwidth * 1e-12);
   std::printf("| variant | ms per chain | TB/s | of copy bandwidth | µs per product boundary beyond the bytes |\n");
@@ -342,6 +491,9 @@ int main(int argc, char** argv) {
   row("launches, 2 blocks an SM, 1 step (2 KiB a warp) before the wait", ahead1_two_blocks_ms);
   row("launches, 2 blocks an SM, 2 steps (4 KiB a warp) before the wait", ahead2_ms);
   row("launches, 2 blocks an SM, 4 steps (8 KiB a warp) before the wait", ahead4_ms);
+  std::printf("| dataflow: items of %d rows × ~%d bytes, counters instead of barriers (%d blocks, no norm) | %.3f | %.2f | "
+              "%.1f%% | %.2f |\n", kTileRows, kItemBytes, flow_blocks, dataflow_ms, bytes / (dataflow_ms * 1e-3) * 1e-12,
+              100.0 * ideal_ms / dataflow_ms, (dataflow_ms - ideal_ms) * 1e3 / chain.size());
   row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
   row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
   std::printf("| persistent + L2 lookahead of %d bytes a warp%s | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
