@@ -243,7 +243,9 @@ TEST(Lolcats, WithVanishingGammaIsLinearAttentionOverKeysThatLeft) {
 
 // Query head h reads KV head h / G (feature map, window keys, linear state) and its own γ:
 // changing KV head 1 leaves the query heads of group 0 untouched to the bit and changes the others;
-// changing window_factor[0] changes query head 0 only.
+// changing window_factor[0] changes query head 0 only. The change moves γ across 0.5
+// (window_factor ±6 from where it was): a move of +3 could leave γ saturated near 1 and the head
+// almost unchanged (seed 1052730491: 8.4e-5); across 0.5 the smallest change in 3,000 seeds was 0.047.
 TEST(Lolcats, QueryHeadsReadTheirGroupsKvHeadAndTheirOwnGamma) {
   const std::uint32_t seed = std::random_device{}();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -262,7 +264,7 @@ TEST(Lolcats, QueryHeadsReadTheirGroupsKvHeadAndTheirOwnGamma) {
       if (change == "weight") {
         for (std::size_t i = std::size_t(d) * cpu::kHedgehogWidth; i < changed.weight.size(); ++i) changed.weight[i] *= -1.5f;
       } else if (change == "window_factor") {
-        changed.window_factor[0] += 3.0f;
+        changed.window_factor[0] += changed.window_factor[0] > 0.0f ? -6.0f : 6.0f;
       } else {
         auto& tensor = change == "keys" ? changed.k : changed.v;
         for (int t = 0; t < n; ++t)
