@@ -23,6 +23,8 @@
 //                     the barrier or the launch boundary, the next product's first reads from L2
 //   launches, ahead   how deep the loads before the wait go (none; 1, 2, 4 steps at 2 blocks an SM)
 //   dataflow          one persistent kernel, per-slice counters instead of any barrier (dataflow_chain)
+//   weight ring       one block an SM; a producer warp streams every product's weights into a ring of
+//                     shared-memory stages by bulk copies, waiting only for free stages (ring_chain)
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
 // alone, without the per-block rebuild and norm that a real chain needs.
 //
@@ -36,7 +38,9 @@
 // as a launch boundary, and rebuilding x after it costs more. Loads before the wait: none 63.5%,
 // 1 step 74.4%; at 2 blocks an SM 1, 2, 4 steps 64.7, 55.6, 57.9%. L2 lookahead (2 KiB a warp)
 // 69.4%, persistent 62.7%. Dataflow (below): 8 rows × ¼ of k 56.4%, 32 rows × ¼ 37.9%, 8 rows ×
-// ~4 / 8 / 16 KiB 40.4 / 51.2 / 54.7%. Nothing beat the launch chain.
+// ~4 / 8 / 16 KiB 40.4 / 51.2 / 54.7%. Weight ring (chain_probe_ring.cuh): 6 × 32 / 12 × 16 /
+// 24 × 8 KiB stages 65–66 / 66–67 / 61%, and 57% with no waits at all: its bulk-copy streaming,
+// one producer thread an SM, is itself the limit. Nothing beat the launch chain.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -48,68 +52,14 @@
 #include <string_view>
 #include <vector>
 
+#include "chain_probe_common.cuh"
+#include "chain_probe_dataflow.cuh"
+#include "chain_probe_ring.cuh"
+
 namespace cg = cooperative_groups;
+using namespace chain_probe;
 
 namespace {
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "persistent_chain_probe: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-constexpr int kHidden = 2560;        // x: the layer width every product reads (k is folded in below)
-constexpr int kThreads = 256;        // 8 warps a block
-constexpr int kBlocksPerSm = 4;      // 32 warps an SM
-constexpr int kUnroll = 4;           // 16-byte loads in flight per lane per step
-constexpr int kLayers = 36;
-constexpr int kRepeats = 7;
-
-// One product: its weights as 16-byte chunks [first, first + chunks) of the weight buffer.
-struct Product {
-  std::int64_t first, chunks;
-};
-
-// Chunk range of warp `warp` of `warps` in a product: an even split, ±1 chunk.
-__device__ void warp_range(const Product& p, int warp, int warps, std::int64_t& begin, std::int64_t& end) {
-  begin = p.first + p.chunks * warp / warps;
-  end = p.first + p.chunks * (warp + 1) / warps;
-}
-
-// Eight bf16 weights · eight consecutive x values (x indexed modulo kHidden: the probe's stand-in
-// for each row's own k range).
-__device__ float dot8(uint4 raw, const float* x, std::int64_t chunk) {
-  const __nv_bfloat162* w = reinterpret_cast<const __nv_bfloat162*>(&raw);
-  const int at = int((chunk * 8) % kHidden);
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(w[i]);
-    sum = fmaf(f.x, x[at + 2 * i], fmaf(f.y, x[at + 2 * i + 1], sum));
-  }
-  return sum;
-}
-
-// x for the next product, in shared memory: built from every warp's partial sum of the last
-// product and RMS-normalised (one block reduction), as the next layer input would be.
-__device__ void rebuild_x(const float* partials, int warps, float* x) {
-  __shared__ float block_sums[kThreads / 32];
-  float squares = 0.0f;
-  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) {
-    const float value = 1.0f + 1e-3f * partials[i % warps];
-    x[i] = value;
-    squares += value * value;
-  }
-  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-  if (threadIdx.x % 32 == 0) block_sums[threadIdx.x / 32] = squares;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) total += block_sums[w];
-  const float inverse = rsqrtf(total / kHidden + 1e-6f);
-  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) x[i] *= inverse;
-  __syncthreads();
-}
 
 // This warp's share of one product: steps of kUnroll chunks a lane; `ahead` holds the first
 // AheadSteps steps' loads when the caller issued them early. Writes the warp's partial sum.
@@ -202,95 +152,6 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   rebuild_x(in, warps, x);
   stream_product(weights, product, x, warp, warps, ahead, AheadSteps > 0, out);
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
-}
-
-// ---- Dataflow: one persistent kernel, counters instead of barriers ----------------------------
-// A product is cut into items of kTileRows rows × one of kSlices slices of its k. An item waits
-// only for its own input slice — the rows of the previous product that feed it, counted as they
-// complete — so the next product's early slices stream while the last one drains, and no warp
-// waits for the whole grid. Each item's partial sums go to the output by atomics; the item that
-// completes a row tile (its kSlices-th) counts it towards the next product's input slice. Items
-// are numbered product by product, slice-major, and dealt round-robin to the warps, each taking
-// its items in order: an item only waits for lower-numbered ones, all of them on resident warps
-// that reach them first, so nothing deadlocks. Input slice s of product p needs the previous
-// product's row tiles [s·T/S, (s+1)·T/S) (T its tiles): a proportional stand-in for the real
-// mappings (o_proj needs its heads' q rows, down_proj the gate and up rows of its slice). No
-// RMSNorm: it would need each vector's sum of squares, which a real chain can apply to the
-// outputs of the next product when its last tile completes (the norm is a scalar per vector).
-constexpr int kTileRows = 8;      // streamed 8 rows at a time
-constexpr int kMaxSlices = 32;
-constexpr int kItemBytes = 16384;  // a product's k is cut so that an item streams about this much
-
-struct FlowProduct {
-  std::int64_t first_chunk;  // row r, chunk c of the weights: first_chunk + r · k_chunks + c
-  std::int64_t first_item;   // its first item in the chain's numbering
-  int rows, k_chunks, tiles; // k in 16-byte chunks (8 bf16); tiles = rows / kTileRows
-  int slices;                // its k in this many slices (an item: a row tile × a slice)
-  int input, output;         // offsets of its input and output vectors in the activations
-  int tile_counters;         // offset of its row tiles' completion counters
-  int slice_counters;        // offset of its input slices' readiness counters
-  int needed[kMaxSlices];    // completed tiles of the previous product each input slice waits for
-};
-
-__device__ int load_acquire(const int* address) {
-  int value;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
-  return value;
-}
-
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    dataflow_chain(const uint4* weights, const FlowProduct* products, int count, std::int64_t items,
-                   float* activations, int* counters) {
-  const int lane = threadIdx.x % 32, warps = gridDim.x * (kThreads / 32);
-  const int rank = (threadIdx.x / 32) * gridDim.x + blockIdx.x;  // consecutive items on different SMs
-  int p = 0;
-  for (std::int64_t item = rank; item < items; item += warps) {
-    while (item >= products[p].first_item + std::int64_t(products[p].slices) * products[p].tiles) ++p;
-    const FlowProduct& product = products[p];
-    const int local = int(item - product.first_item), slice = local / product.tiles, tile = local % product.tiles;
-    if (product.needed[slice] > 0) {
-      if (lane == 0)
-        while (load_acquire(counters + product.slice_counters + slice) < product.needed[slice]) __nanosleep(100);
-      __syncwarp();
-    }
-    const float* x = activations + product.input;
-    const int begin = slice * product.k_chunks / product.slices, end = (slice + 1) * product.k_chunks / product.slices;
-    float* out = activations + product.output + tile * kTileRows;
-    for (int group = 0; group < kTileRows / 8; ++group) {
-      const uint4* rows = weights + product.first_chunk + std::int64_t(tile * kTileRows + 8 * group) * product.k_chunks;
-      float sum[8] = {};
-      for (int c = begin + lane; c < end; c += 32) {
-        uint4 w[8];
-#pragma unroll
-        for (int r = 0; r < 8; ++r) w[r] = __ldcs(rows + std::int64_t(r) * product.k_chunks + c);
-        float xs[8];
-        *reinterpret_cast<float4*>(xs) = __ldcg(reinterpret_cast<const float4*>(x + 8 * c));
-        *reinterpret_cast<float4*>(xs + 4) = __ldcg(reinterpret_cast<const float4*>(x + 8 * c + 4));
-#pragma unroll
-        for (int r = 0; r < 8; ++r) {
-          const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&w[r]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 f = __bfloat1622float2(pair[i]);
-            sum[r] = fmaf(f.x, xs[2 * i], fmaf(f.y, xs[2 * i + 1], sum[r]));
-          }
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < 8; ++r)
-        for (int offset = 16; offset > 0; offset /= 2) sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], offset);
-      if (lane == 0)
-#pragma unroll
-        for (int r = 0; r < 8; ++r) atomicAdd(out + 8 * group + r, sum[r]);
-    }
-    if (lane == 0) {
-      __threadfence();  // the sums before the count
-      if (atomicAdd(counters + product.tile_counters + tile, 1) == product.slices - 1 && p + 1 < count) {
-        __threadfence();
-        atomicAdd(counters + products[p + 1].slice_counters + tile * products[p + 1].slices / product.tiles, 1);
-      }
-    }
-  }
 }
 
 float median(std::vector<float> v) {
@@ -474,6 +335,35 @@ int main(int argc, char** argv) {
         return 1;
       }
 
+  // weight ring: one block an SM, a producer warp streaming weights into shared memory by bulk
+  // copies, waiting for nothing but a free stage (chain_probe_ring.cuh).
+  int* done = nullptr;
+  check(cudaMalloc(&done, chain.size() * sizeof(int)), "done counters");
+  const auto ring = [&](auto kernel, std::size_t shared_bytes, bool wait = true) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), "ring smem");
+    const uint4* w = weights;
+    const Product* p = products;
+    int count = int(chain.size());
+    void* args[] = {&w, &p, &count, &partials, &done, &wait};
+    return timed([&] {
+      check(cudaMemsetAsync(done, 0, chain.size() * sizeof(int), stream), "zero");
+      check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), dim3(sms), dim3(kRingThreads), args,
+                                        shared_bytes, stream),
+            "ring_chain");
+    });
+  };
+  const float ring_32k_ms = ring(ring_chain<32768, 6>, ring_shared_bytes<32768, 6>());
+  const float ring_16k_ms = ring(ring_chain<16384, 12>, ring_shared_bytes<16384, 12>());
+  const float ring_8k_ms = ring(ring_chain<8192, 24>, ring_shared_bytes<8192, 24>());
+  const float ring_no_wait_ms = ring(ring_chain<16384, 12>, ring_shared_bytes<16384, 12>(), false);
+  std::vector<int> done_counts(chain.size());  // every block finished every product
+  check(cudaMemcpy(done_counts.data(), done, done_counts.size() * sizeof(int), cudaMemcpyDeviceToHost), "done");
+  for (int d : done_counts)
+    if (d != sms) {
+      std::fprintf(stderr, "persistent_chain_probe: a ring product was finished by %d blocks of %d\n", d, sms);
+      return 1;
+    }
+
   std::printf("%d SMs, %d blocks of %d threads (%d warps); %zu products, %.2f GB; copy bandwidth %.2f TB/s\n\n", sms,
               blocks, kThreads, warps, chain.size(), bytes * 1e-9, copy_bandwidth * 1e-12);
   std::printf("| variant | ms per chain | TB/s | of copy bandwidth | µs per product boundary beyond the bytes |\n");
@@ -494,6 +384,10 @@ int main(int argc, char** argv) {
   std::printf("| dataflow: items of %d rows × ~%d bytes, counters instead of barriers (%d blocks, no norm) | %.3f | %.2f | "
               "%.1f%% | %.2f |\n", kTileRows, kItemBytes, flow_blocks, dataflow_ms, bytes / (dataflow_ms * 1e-3) * 1e-12,
               100.0 * ideal_ms / dataflow_ms, (dataflow_ms - ideal_ms) * 1e3 / chain.size());
+  row("weight ring: 1 block an SM (16 consumer warps), 6 stages of 32 KiB by bulk copy, consumers wait on counters", ring_32k_ms);
+  row("weight ring: 12 stages of 16 KiB", ring_16k_ms);
+  row("weight ring: 24 stages of 8 KiB", ring_8k_ms);
+  row("weight ring: 12 stages of 16 KiB, no waits (its streaming alone)", ring_no_wait_ms);
   row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
   row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
   std::printf("| persistent + L2 lookahead of %d bytes a warp%s | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,

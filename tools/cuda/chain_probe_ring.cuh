@@ -1,0 +1,182 @@
+// The weight-ring variant of tools/cuda/persistent_chain_probe.cu: one persistent block an SM in
+// which a producer warp streams the block's share of every product, one product after another,
+// into a ring of shared-memory stages by bulk copies (TMA, cp.async.bulk), and never waits for
+// anything but a free stage: the weights depend on no activation, so HBM keeps working while the
+// consumer warps wait for the previous product to finish everywhere (a counter per product, as
+// the grid barrier of the persistent variant) and rebuild x. With S stages of B bytes the ring
+// holds S·B an SM (6 × 32 KiB × 132 SMs ≈ 26 MB, ~6 µs of HBM time at 4.2 TB/s): enough to cover
+// a product boundary many times over, if the consumers keep up.
+#pragma once
+
+#include "chain_probe_common.cuh"
+
+namespace chain_probe {
+
+constexpr int kRingConsumerWarps = 16;
+constexpr int kRingThreads = 32 * (kRingConsumerWarps + 1);  // the producer warp last
+constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
+
+__device__ __forceinline__ std::uint32_t shared_address_of(const void* pointer) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
+}
+
+__device__ __forceinline__ void barrier_init(std::uint64_t* barrier, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address_of(barrier)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void barrier_arrive(std::uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address_of(barrier)) : "memory");
+}
+
+__device__ __forceinline__ void barrier_expect_bytes(std::uint64_t* barrier, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address_of(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase with this parity of the barrier has completed.
+__device__ __forceinline__ void barrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(shared_address_of(barrier)),
+      "r"(parity)
+      : "memory");
+}
+
+__device__ __forceinline__ void bulk_copy_to_shared(void* destination, const void* source, std::uint32_t bytes,
+                                                    std::uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          shared_address_of(destination)),
+      "l"(source), "r"(bytes), "r"(shared_address_of(barrier))
+      : "memory");
+}
+
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumerThreads) : "memory"); }
+
+__device__ __forceinline__ int load_acquire_int(const int* address) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+// Block b's share of product p: chunks [begin, end), in stages of at most StageBytes.
+__device__ __forceinline__ void block_share(const Product& p, int block, int blocks, std::int64_t& begin,
+                                           std::int64_t& end) {
+  begin = p.first + p.chunks * block / blocks;
+  end = p.first + p.chunks * (block + 1) / blocks;
+}
+
+// x for the next product from every block's partial sum, RMS-normalised, by the consumer warps
+// (rebuild_x with the consumers' named barrier in place of __syncthreads).
+__device__ void consumers_rebuild_x(const float* partials, int count, float* x, float* sums) {
+  float squares = 0.0f;
+  for (int i = threadIdx.x; i < kHidden; i += kConsumerThreads) {
+    const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
+    x[i] = value;
+    squares += value * value;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = squares;
+  consumers_sync();
+  float total = 0.0f;
+  for (int w = 0; w < kRingConsumerWarps; ++w) total += sums[w];
+  const float inverse = rsqrtf(total / kHidden + 1e-6f);
+  for (int i = threadIdx.x; i < kHidden; i += kConsumerThreads) x[i] *= inverse;
+  consumers_sync();
+}
+
+// Shared memory: Stages × StageBytes of ring, x, the consumers' sums, 2 × Stages barriers.
+template <int StageBytes, int Stages>
+constexpr std::size_t ring_shared_bytes() {
+  return std::size_t(Stages) * StageBytes + kHidden * sizeof(float) + 32 * sizeof(float) +
+         2 * Stages * sizeof(std::uint64_t);
+}
+
+// done[i] counts the blocks that finished product i (zeroed before the launch); partials holds
+// two buffers of one sum a block, product i writing buffer i % 2.
+template <int StageBytes, int Stages>
+__global__ void __launch_bounds__(kRingThreads, 1)
+    ring_chain(const uint4* weights, const Product* products, int count, float* partials, int* done, bool wait) {
+  static_assert(StageBytes % 16 == 0, "bulk copies move 16-byte multiples");
+  extern __shared__ __align__(128) unsigned char ring_memory[];
+  unsigned char* ring = ring_memory;
+  float* x = reinterpret_cast<float*>(ring_memory + std::size_t(Stages) * StageBytes);
+  float* sums = x + kHidden;
+  std::uint64_t* full = reinterpret_cast<std::uint64_t*>(sums + 32);
+  std::uint64_t* empty = full + Stages;
+  const int block = blockIdx.x, blocks = gridDim.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kStageChunks = StageBytes / 16;
+  if (threadIdx.x == 0)
+    for (int s = 0; s < Stages; ++s) barrier_init(&full[s], 1), barrier_init(&empty[s], kRingConsumerWarps);
+  __syncthreads();
+
+  if (warp == kRingConsumerWarps) {  // the producer: every stage of every product, in order
+    if (lane != 0) return;
+    int stage = 0;
+    std::uint32_t phase = 0;
+    for (int i = 0; i < count; ++i) {
+      std::int64_t begin, end;
+      block_share(products[i], block, blocks, begin, end);
+      for (std::int64_t first = begin; first < end; first += kStageChunks) {
+        const std::uint32_t bytes = std::uint32_t((end - first < kStageChunks ? end - first : std::int64_t(kStageChunks)) * 16);
+        barrier_wait(&empty[stage], phase ^ 1);  // the first round passes: nothing to free yet
+        barrier_expect_bytes(&full[stage], bytes);
+        bulk_copy_to_shared(ring + std::size_t(stage) * StageBytes, weights + first, bytes, &full[stage]);
+        if (++stage == Stages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  int stage = 0;
+  std::uint32_t phase = 0;
+  for (int i = 0; i < count; ++i) {
+    if (i > 0 && wait) {  // the previous product, finished by every block (without: the ring's streaming alone)
+      if (threadIdx.x == 0)
+        while (load_acquire_int(done + i - 1) < blocks) __nanosleep(32);
+      consumers_sync();
+    }
+    consumers_rebuild_x(partials + ((i + 1) % 2) * blocks, blocks, x, sums);
+    std::int64_t begin, end;
+    block_share(products[i], block, blocks, begin, end);
+    float sum = 0.0f;
+    for (std::int64_t first = begin; first < end; first += kStageChunks) {
+      const int chunks = int((end - first < kStageChunks ? end - first : std::int64_t(kStageChunks)));
+      barrier_wait(&full[stage], phase);
+      const uint4* staged = reinterpret_cast<const uint4*>(ring + std::size_t(stage) * StageBytes);
+      // x's index from 32-bit arithmetic (a 64-bit remainder a chunk made the consumers the
+      // bottleneck: 8 consumer warps an SM, where the launch chain has 32 to hide it).
+      const int base = int(first % (kHidden / 8));
+      for (int c = threadIdx.x; c < chunks; c += kConsumerThreads) {
+        const float* at = x + 8 * (unsigned(base + c) % unsigned(kHidden / 8));
+        const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&staged[c]);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float2 f = __bfloat1622float2(pair[k]);
+          sum = fmaf(f.x, at[2 * k], fmaf(f.y, at[2 * k + 1], sum));
+        }
+      }
+      __syncwarp();
+      if (lane == 0) barrier_arrive(&empty[stage]);
+      if (++stage == Stages) stage = 0, phase ^= 1;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) sums[warp] = sum;
+    consumers_sync();
+    if (threadIdx.x == 0) {
+      float total = 0.0f;
+      for (int w = 0; w < kRingConsumerWarps; ++w) total += sums[w];
+      partials[(i % 2) * blocks + block] = total;
+      __threadfence();
+      atomicAdd(done + i, 1);
+    }
+    consumers_sync();  // sums is rewritten by the next rebuild
+  }
+}
+
+}  // namespace chain_probe
