@@ -53,22 +53,30 @@ __device__ float dot8(uint4 raw, const float* x, std::int64_t chunk) {
 
 // x for the next product, in shared memory: built from every warp's partial sum of the last
 // product and RMS-normalised (one block reduction), as the next layer input would be.
-__device__ void rebuild_x(const float* partials, int warps, float* x) {
-  __shared__ float block_sums[kThreads / 32];
+// Threads: the threads taking part (threadIdx.x < Threads), `sync` their barrier; sums: Threads / 32
+// floats of shared memory. Partials are read past L1: other blocks wrote them in this kernel.
+template <int Threads, typename Barrier>
+__device__ void rebuild_x(const float* partials, int count, float* x, float* sums, Barrier sync) {
   float squares = 0.0f;
-  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) {
-    const float value = 1.0f + 1e-3f * partials[i % warps];
+  for (int i = threadIdx.x; i < kHidden; i += Threads) {
+    const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
     x[i] = value;
     squares += value * value;
   }
   for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-  if (threadIdx.x % 32 == 0) block_sums[threadIdx.x / 32] = squares;
-  __syncthreads();
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = squares;
+  sync();
   float total = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) total += block_sums[w];
+  for (int w = 0; w < Threads / 32; ++w) total += sums[w];
   const float inverse = rsqrtf(total / kHidden + 1e-6f);
-  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) x[i] *= inverse;
-  __syncthreads();
+  for (int i = threadIdx.x; i < kHidden; i += Threads) x[i] *= inverse;
+  sync();
+}
+
+// rebuild_x by a whole block of kThreads.
+__device__ void rebuild_x(const float* partials, int warps, float* x) {
+  __shared__ float block_sums[kThreads / 32];
+  rebuild_x<kThreads>(partials, warps, x, block_sums, [] { __syncthreads(); });
 }
 
 }  // namespace chain_probe

@@ -71,25 +71,6 @@ __device__ __forceinline__ void block_share(const Product& p, int block, int blo
   end = p.first + p.chunks * (block + 1) / blocks;
 }
 
-// x for the next product from every block's partial sum, RMS-normalised, by the consumer warps
-// (rebuild_x with the consumers' named barrier in place of __syncthreads).
-__device__ void consumers_rebuild_x(const float* partials, int count, float* x, float* sums) {
-  float squares = 0.0f;
-  for (int i = threadIdx.x; i < kHidden; i += kConsumerThreads) {
-    const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
-    x[i] = value;
-    squares += value * value;
-  }
-  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = squares;
-  consumers_sync();
-  float total = 0.0f;
-  for (int w = 0; w < kRingConsumerWarps; ++w) total += sums[w];
-  const float inverse = rsqrtf(total / kHidden + 1e-6f);
-  for (int i = threadIdx.x; i < kHidden; i += kConsumerThreads) x[i] *= inverse;
-  consumers_sync();
-}
-
 // Shared memory: Stages × StageBytes of ring, x, the consumers' sums, 2 × Stages barriers.
 template <int StageBytes, int Stages>
 constexpr std::size_t ring_shared_bytes() {
@@ -141,7 +122,7 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         while (load_acquire_int(done + i - 1) < blocks) __nanosleep(32);
       consumers_sync();
     }
-    consumers_rebuild_x(partials + ((i + 1) % 2) * blocks, blocks, x, sums);
+    rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
     std::int64_t begin, end;
     block_share(products[i], block, blocks, begin, end);
     float sum = 0.0f;
