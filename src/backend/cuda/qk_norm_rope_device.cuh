@@ -12,6 +12,13 @@
 
 namespace bifocal::cuda::device {
 
+// (sin, cos) of RoPE's angle i at `position`: angle = position · inv_freq_i in fp32.
+__device__ __forceinline__ float2 rotation_at(float position, const float* inv_freq, int i) {
+  float s, c;
+  sincosf(position * inv_freq[i], &s, &c);
+  return make_float2(s, c);
+}
+
 // out = RoPE(RMSNorm(in) with norm_weight) · scale, RoPE at `position` with frequencies inv_freq
 // [d/2]: (a, b) = (v_i, v_{i+d/2}) → (a·cos − b·sin, b·cos + a·sin), angle = position · inv_freq_i.
 // No norm when norm_weight is null; no rotation when apply_rope is false. `staged` is d floats of
@@ -21,13 +28,6 @@ namespace bifocal::cuda::device {
 // may choose differently in different kernels: the same bits wherever this is inlined.
 // `rotation`, when given, holds (sin, cos) of every angle, made by rotation_at for this position
 // (a block rotating many heads of one token makes them once); otherwise each lane makes its own.
-// (sin, cos) of RoPE's angle i at `position`: angle = position · inv_freq_i in fp32.
-__device__ __forceinline__ float2 rotation_at(float position, const float* inv_freq, int i) {
-  float s, c;
-  sincosf(position * inv_freq[i], &s, &c);
-  return make_float2(s, c);
-}
-
 template <typename T>
 __device__ void norm_rope_head(const float* in, float* staged, float* out, const T* norm_weight, float eps,
                                bool apply_rope, float position, const float* inv_freq, int d, float scale,
