@@ -25,6 +25,8 @@
 //   dataflow          one persistent kernel, per-slice counters instead of any barrier (dataflow_chain)
 //   weight ring       one block an SM; a producer warp streams every product's weights into a ring of
 //                     shared-memory stages by bulk copies, waiting only for free stages (ring_chain)
+//   fused MLP         three launches a layer: gate/up and down as one kernel split over the intermediate,
+//                     its partial outputs added by atomics (chain_probe_fused_mlp.cuh; not yet measured)
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
 // alone, without the per-block rebuild and norm that a real chain needs.
 //
@@ -54,6 +56,7 @@
 
 #include "chain_probe_common.cuh"
 #include "chain_probe_dataflow.cuh"
+#include "chain_probe_fused_mlp.cuh"
 #include "chain_probe_ring.cuh"
 
 namespace cg = cooperative_groups;
@@ -141,7 +144,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 // for the previous kernel (0: none); BlocksPerSm sets the register budget that they need.
 template <int AheadSteps, int BlocksPerSm>
 __global__ void __launch_bounds__(kThreads, BlocksPerSm)
-    one_product(const uint4* weights, Product product, Product next, int lookahead_bytes, const float* in, float* out) {
+    one_product(const uint4* weights, Product product, Product next, int lookahead_bytes, const float* in, int in_count,
+                float* out) {
   __shared__ float x[kHidden];
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cudaTriggerProgrammaticLaunchCompletion();
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   uint4 ahead[kSteps][kUnroll];
   if (AheadSteps > 0) load_ahead(weights, product, warp, warps, ahead);  // the weights depend on no earlier kernel
   cudaGridDependencySynchronize();
-  rebuild_x(in, warps, x);
+  rebuild_x(in, in_count, x);
   stream_product(weights, product, x, warp, warps, ahead, AheadSteps > 0, out);
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
 }
@@ -245,7 +249,7 @@ int main(int argc, char** argv) {
       config.attrs = &attribute, config.numAttrs = 1;
       const Product next = i + 1 < chain.size() ? chain[i + 1] : Product{0, 0};
       check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
-                               static_cast<const float*>(partials + ((i + 1) % 2) * launch_warps),
+                               static_cast<const float*>(partials + ((i + 1) % 2) * launch_warps), launch_warps,
                                partials + (i % 2) * launch_warps),
             "one_product");
     }
@@ -264,6 +268,47 @@ int main(int argc, char** argv) {
   const float ahead1_two_blocks_ms = launches(one_product<1, 2>, 2, 0);
   const float ahead2_ms = launches(one_product<2, 2>, 2, 0);
   const float ahead4_ms = launches(one_product<4, 2>, 2, 0);
+
+  // fused MLP: per layer q+k+v and o as above, then gate/up and down as one kernel of
+  // mlp_blocks_per_sm blocks an SM (chain_probe_fused_mlp.cuh) adding into that layer's output.
+  float* mlp_out = nullptr;
+  check(cudaMalloc(&mlp_out, std::size_t(kLayers) * kHidden * sizeof(float)), "mlp outputs");
+  const auto fused_mlp_launches = [&](int mlp_blocks_per_sm) {
+    const int product_blocks = sms * kBlocksPerSm, product_warps = product_blocks * (kThreads / 32);
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+    check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    for (int layer = 0; layer < kLayers; ++layer) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(product_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+      config.attrs = &attribute, config.numAttrs = 1;
+      const Product* p = chain.data() + 4 * layer;
+      const float* layer_in = layer == 0 ? partials + product_warps : mlp_out + std::size_t(layer - 1) * kHidden;
+      check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[0], p[1],
+                               0, layer_in, layer == 0 ? product_warps : kHidden, partials),
+            "q+k+v");
+      check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[1], p[2],
+                               0, static_cast<const float*>(partials), product_warps, partials + product_warps),
+            "o");
+      config.gridDim = dim3(sms * mlp_blocks_per_sm);
+      check(cudaLaunchKernelEx(&config, fused_mlp, static_cast<const uint4*>(weights), p[2].first, p[3].first,
+                               static_cast<const float*>(partials + product_warps), product_warps,
+                               mlp_out + std::size_t(layer) * kHidden),
+            "fused_mlp");
+    }
+    check(cudaStreamEndCapture(stream, &graph), "capture");
+    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
+    check(cudaGraphExecDestroy(exec), "graph");
+    check(cudaGraphDestroy(graph), "graph");
+    return ms;
+  };
+  const float fused_mlp_1_ms = fused_mlp_launches(1), fused_mlp_2_ms = fused_mlp_launches(2);
+  const float fused_mlp_4_ms = fused_mlp_launches(4);
 
   const auto persistent = [&](bool ahead, int lookahead_bytes) {
     const uint4* w = weights;
@@ -378,6 +423,10 @@ int main(int argc, char** argv) {
               launches_lookahead_ms, bytes / (launches_lookahead_ms * 1e-3) * 1e-12, 100.0 * ideal_ms / launches_lookahead_ms,
               (launches_lookahead_ms - ideal_ms) * 1e3 / chain.size());
   row("launches, no loads before the wait", no_ahead_ms);
+  row("launches, 3 a layer: gate/up and down one kernel (split over the intermediate, atomics), 1 block an SM",
+      fused_mlp_1_ms);
+  row("launches, 3 a layer: fused MLP of 2 blocks an SM", fused_mlp_2_ms);
+  row("launches, 3 a layer: fused MLP of 4 blocks an SM", fused_mlp_4_ms);
   row("launches, 2 blocks an SM, 1 step (2 KiB a warp) before the wait", ahead1_two_blocks_ms);
   row("launches, 2 blocks an SM, 2 steps (4 KiB a warp) before the wait", ahead2_ms);
   row("launches, 2 blocks an SM, 4 steps (8 KiB a warp) before the wait", ahead4_ms);
