@@ -233,32 +233,40 @@ int main(int argc, char** argv) {
   });
   const double copy_bandwidth = 2.0 * copy_bytes / (copy_ms * 1e-3);
 
-  // launches: the chain as one CUDA graph of programmatic dependent launches, each kernel
-  // optionally prefetching the next product's first bytes into L2 when done.
-  const auto launches = [&](auto kernel, int blocks_per_sm, int lookahead_bytes) {
-    const int launch_blocks = sms * blocks_per_sm, launch_warps = launch_blocks * (kThreads / 32);
+  // The median time of one replay of the graph that `launch` captures on `stream`; programmatic
+  // dependent launch for the kernels it launches with `dependent_launch`.
+  cudaLaunchAttribute dependent_launch{};
+  dependent_launch.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent_launch.val.programmaticStreamSerializationAllowed = 1;
+  const auto time_graph = [&](auto&& launch) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    for (std::size_t i = 0; i < chain.size(); ++i) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(launch_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attribute.val.programmaticStreamSerializationAllowed = 1;
-      config.attrs = &attribute, config.numAttrs = 1;
-      const Product next = i + 1 < chain.size() ? chain[i + 1] : Product{0, 0};
-      check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
-                               static_cast<const float*>(partials + ((i + 1) % 2) * launch_warps), launch_warps,
-                               partials + (i % 2) * launch_warps),
-            "one_product");
-    }
+    launch();
     check(cudaStreamEndCapture(stream, &graph), "capture");
     check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
     const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
     check(cudaGraphExecDestroy(exec), "graph");
     check(cudaGraphDestroy(graph), "graph");
     return ms;
+  };
+
+  // launches: the chain as one CUDA graph of programmatic dependent launches, each kernel
+  // optionally prefetching the next product's first bytes into L2 when done.
+  const auto launches = [&](auto kernel, int blocks_per_sm, int lookahead_bytes) {
+    const int launch_blocks = sms * blocks_per_sm, launch_warps = launch_blocks * (kThreads / 32);
+    return time_graph([&] {
+      for (std::size_t i = 0; i < chain.size(); ++i) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(launch_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+        config.attrs = &dependent_launch, config.numAttrs = 1;
+        const Product next = i + 1 < chain.size() ? chain[i + 1] : Product{0, 0};
+        check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), chain[i], next, lookahead_bytes,
+                                 static_cast<const float*>(partials + ((i + 1) % 2) * launch_warps), launch_warps,
+                                 partials + (i % 2) * launch_warps),
+              "one_product");
+      }
+    });
   };
   const float launches_ms = launches(one_product<1, kBlocksPerSm>, kBlocksPerSm, 0);
   const float launches_lookahead_ms = launches(one_product<1, kBlocksPerSm>, kBlocksPerSm, lookahead);
@@ -275,37 +283,27 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&mlp_out, std::size_t(kLayers) * kHidden * sizeof(float)), "mlp outputs");
   const auto fused_mlp_launches = [&](int mlp_blocks_per_sm) {
     const int product_blocks = sms * kBlocksPerSm, product_warps = product_blocks * (kThreads / 32);
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    for (int layer = 0; layer < kLayers; ++layer) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3(product_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
-      config.attrs = &attribute, config.numAttrs = 1;
-      const Product* p = chain.data() + 4 * layer;
-      const float* layer_in = layer == 0 ? partials + product_warps : mlp_out + std::size_t(layer - 1) * kHidden;
-      check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[0], p[1],
-                               0, layer_in, layer == 0 ? product_warps : kHidden, partials),
-            "q+k+v");
-      check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[1], p[2],
-                               0, static_cast<const float*>(partials), product_warps, partials + product_warps),
-            "o");
-      config.gridDim = dim3(sms * mlp_blocks_per_sm);
-      check(cudaLaunchKernelEx(&config, fused_mlp, static_cast<const uint4*>(weights), p[2].first, p[3].first,
-                               static_cast<const float*>(partials + product_warps), product_warps,
-                               mlp_out + std::size_t(layer) * kHidden),
-            "fused_mlp");
-    }
-    check(cudaStreamEndCapture(stream, &graph), "capture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
-    check(cudaGraphExecDestroy(exec), "graph");
-    check(cudaGraphDestroy(graph), "graph");
-    return ms;
+    return time_graph([&] {
+      check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
+      for (int layer = 0; layer < kLayers; ++layer) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(product_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+        config.attrs = &dependent_launch, config.numAttrs = 1;
+        const Product* p = chain.data() + 4 * layer;
+        const float* layer_in = layer == 0 ? partials + product_warps : mlp_out + std::size_t(layer - 1) * kHidden;
+        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[0], p[1],
+                                 0, layer_in, layer == 0 ? product_warps : kHidden, partials),
+              "q+k+v");
+        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[1], p[2],
+                                 0, static_cast<const float*>(partials), product_warps, partials + product_warps),
+              "o");
+        config.gridDim = dim3(sms * mlp_blocks_per_sm);
+        check(cudaLaunchKernelEx(&config, fused_mlp, static_cast<const uint4*>(weights), p[2].first, p[3].first,
+                                 static_cast<const float*>(partials + product_warps), product_warps,
+                                 mlp_out + std::size_t(layer) * kHidden),
+              "fused_mlp");
+      }
+    });
   };
   const float fused_mlp_1_ms = fused_mlp_launches(1), fused_mlp_2_ms = fused_mlp_launches(2);
   const float fused_mlp_4_ms = fused_mlp_launches(4);
