@@ -31,10 +31,18 @@ struct Product {
   std::int64_t first, chunks;
 };
 
-// Chunk range of warp `warp` of `warps` in a product: an even split, ±1 chunk.
-__device__ void warp_range(const Product& p, int warp, int warps, std::int64_t& begin, std::int64_t& end) {
-  begin = p.first + p.chunks * warp / warps;
-  end = p.first + p.chunks * (warp + 1) / warps;
+// Chunk range of part `part` of `parts` in a product (a warp's or a block's share): an even
+// split, ±1 chunk.
+__device__ void share_of(const Product& p, int part, int parts, std::int64_t& begin, std::int64_t& end) {
+  begin = p.first + p.chunks * part / parts;
+  end = p.first + p.chunks * (part + 1) / parts;
+}
+
+// An int another block writes, read with acquire semantics at GPU scope (a counter to wait on).
+__device__ __forceinline__ int load_acquire(const int* address) {
+  int value;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
 }
 
 // Eight bf16 weights · eight consecutive x values (x indexed modulo kHidden: the probe's stand-in

@@ -33,12 +33,6 @@ struct FlowProduct {
   int needed[kMaxSlices];    // completed tiles of the previous product each input slice waits for
 };
 
-__device__ int load_acquire(const int* address) {
-  int value;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
-  return value;
-}
-
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     dataflow_chain(const uint4* weights, const FlowProduct* products, int count, std::int64_t items,
                    float* activations, int* counters) {

@@ -58,17 +58,9 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* destination, const voi
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumerThreads) : "memory"); }
 
-__device__ __forceinline__ int load_acquire_int(const int* address) {
-  int value;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
-  return value;
-}
-
-// Block b's share of product p: chunks [begin, end), in stages of at most StageBytes.
-__device__ __forceinline__ void block_share(const Product& p, int block, int blocks, std::int64_t& begin,
-                                           std::int64_t& end) {
-  begin = p.first + p.chunks * block / blocks;
-  end = p.first + p.chunks * (block + 1) / blocks;
+// Chunks of the stage starting at `first` in a share ending at `end`.
+__device__ __forceinline__ int stage_chunks(std::int64_t first, std::int64_t end, int stage_chunks_max) {
+  return int(end - first < stage_chunks_max ? end - first : stage_chunks_max);
 }
 
 // Shared memory: Stages × StageBytes of ring, x, the consumers' sums, 2 × Stages barriers.
@@ -102,9 +94,9 @@ __global__ void __launch_bounds__(kRingThreads, 1)
     std::uint32_t phase = 0;
     for (int i = 0; i < count; ++i) {
       std::int64_t begin, end;
-      block_share(products[i], block, blocks, begin, end);
+      share_of(products[i], block, blocks, begin, end);
       for (std::int64_t first = begin; first < end; first += kStageChunks) {
-        const std::uint32_t bytes = std::uint32_t((end - first < kStageChunks ? end - first : std::int64_t(kStageChunks)) * 16);
+        const std::uint32_t bytes = std::uint32_t(stage_chunks(first, end, kStageChunks)) * 16;
         barrier_wait(&empty[stage], phase ^ 1);  // the first round passes: nothing to free yet
         barrier_expect_bytes(&full[stage], bytes);
         bulk_copy_to_shared(ring + std::size_t(stage) * StageBytes, weights + first, bytes, &full[stage]);
@@ -119,15 +111,15 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   for (int i = 0; i < count; ++i) {
     if (i > 0 && wait) {  // the previous product, finished by every block (without: the ring's streaming alone)
       if (threadIdx.x == 0)
-        while (load_acquire_int(done + i - 1) < blocks) __nanosleep(32);
+        while (load_acquire(done + i - 1) < blocks) __nanosleep(32);
       consumers_sync();
     }
     rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
     std::int64_t begin, end;
-    block_share(products[i], block, blocks, begin, end);
+    share_of(products[i], block, blocks, begin, end);
     float sum = 0.0f;
     for (std::int64_t first = begin; first < end; first += kStageChunks) {
-      const int chunks = int((end - first < kStageChunks ? end - first : std::int64_t(kStageChunks)));
+      const int chunks = stage_chunks(first, end, kStageChunks);
       barrier_wait(&full[stage], phase);
       const uint4* staged = reinterpret_cast<const uint4*>(ring + std::size_t(stage) * StageBytes);
       // x's index from 32-bit arithmetic (a 64-bit remainder a chunk made the consumers the

@@ -71,7 +71,7 @@ __device__ void stream_product(const uint4* weights, const Product& p, const flo
                                const uint4 (&ahead)[AheadSteps][kUnroll], bool have_ahead, float* partials) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
-  warp_range(p, warp, warps, begin, end);
+  share_of(p, warp, warps, begin, end);
   float sum = 0.0f;
   int step = 0;
   for (std::int64_t first = begin; first < end; first += 32 * kUnroll, ++step) {
@@ -99,7 +99,7 @@ __device__ void stream_product(const uint4* weights, const Product& p, const flo
 // a hint: nothing waits for it).
 __device__ void prefetch_share_to_l2(const uint4* weights, const Product& p, int warp, int warps, int bytes) {
   std::int64_t begin, end;
-  warp_range(p, warp, warps, begin, end);
+  share_of(p, warp, warps, begin, end);
   const std::int64_t chunks = min(end - begin, std::int64_t(bytes / 16));
   if (threadIdx.x % 32 == 0 && chunks > 0)
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(weights + begin), "r"(int(chunks * 16)) : "memory");
@@ -111,7 +111,7 @@ __device__ void load_ahead(const uint4* weights, const Product& p, int warp, int
                            uint4 (&ahead)[AheadSteps][kUnroll]) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
-  warp_range(p, warp, warps, begin, end);
+  share_of(p, warp, warps, begin, end);
 #pragma unroll
   for (int a = 0; a < AheadSteps; ++a)
 #pragma unroll
