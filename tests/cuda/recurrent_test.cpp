@@ -19,7 +19,8 @@
 // (largest_denominator_conditioning), when that is larger. The stabilizer m: the prefill steps
 // it from double gates exactly as the CPU does, 1e-6; the decode step from fp32 gates (and gate
 // products summed in fp32), kDecodeStabilizerTolerance. A bf16 mLSTM decode output is compared with the CPU's
-// rounded to bf16 (recurrent_test_support.h's output_error, 1e-3).
+// rounded to bf16 (recurrent_test_support.h's output_error, 1e-3). The mLSTM prefill with
+// MlstmProducts::Tf32 (bf16 and fp16 models): kTf32Tolerance for outputs and the state's C.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +50,13 @@ using testing::relative_error;
 
 constexpr double kTolerance = 1e-5;
 constexpr double kStabilizerTolerance = 1e-6;
+// MlstmProducts::Tf32: every operand of the numerators' products is rounded to nearest TF32 (a
+// relative 2^-11) once where it is staged. The deepest path rounds a term four times — k and v
+// into ΔC̃, then q and C_c (or q and k into the score, the weighted score S' and v) — so a term is
+// off by at most ~4·2^-11 = 2^-9 of itself; the errors have random signs, so the norm-wise error
+// of a sum of terms stays below that (measured: see the ErrorLog lines). A missing or doubled
+// contribution moves the outputs by O(1). The normaliser path (double) is the same as Fp32's.
+constexpr double kTf32Tolerance = 0x1p-9;
 constexpr int kDecodeSteps = 300;
 constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting state
 // The decode step's m_t = fp32(logf + m_{t−1}) or ĩ_t chains kDecodeSteps fp32 steps: each sum
@@ -212,7 +220,8 @@ double largest_denominator_conditioning(const cpu::MlstmShape& shape, const test
 // calls split after `split` tokens — against cpu::mlstm_recurrent over the n tokens in one call
 // (C, n carried in double, rounded once): outputs, and the state the calls leave.
 void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates gates, int split, std::mt19937& rng,
-                                      ErrorLog& log) {
+                                      ErrorLog& log, cuda::MlstmProducts products = cuda::MlstmProducts::Fp32) {
+  const double tolerance = products == cuda::MlstmProducts::Fp32 ? kTolerance : kTf32Tolerance;
   const testing::MlstmSequence x = mlstm_sequence(shape, kPrefixTokens + n, gates, rng);
   testing::HostMlstmState cpu_state(shape);
   std::vector<float> out_cpu(x.q.size());
@@ -225,7 +234,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   // kTolerance, or the error the fp32 state may carry through a cancelling denominator (8·2^-24·κ:
   // the numerator's own cancellation and a rounding per chunk boundary), whichever is larger.
   const double conditioning = largest_denominator_conditioning(shape, x, kPrefixTokens, n, cpu_state);
-  const double output_tolerance = std::max(kTolerance, 8 * 0x1p-24 * conditioning);
+  const double output_tolerance = std::max(tolerance, 8 * 0x1p-24 * conditioning);
   cpu::mlstm_recurrent(shape, x.q.data() + from, x.k.data() + kv_from, x.v.data() + kv_from,
                        x.input_gate.data() + gates_from, x.forget_gate.data() + gates_from, n, cpu_state.view(),
                        out_cpu.data() + from);
@@ -244,7 +253,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
     cuda::mlstm_prefill(shape, q.data() + x.q_offset(begin), k.data() + x.kv_offset(begin),
                         v.data() + x.kv_offset(begin), input_gate.data() + x.gate_offset(begin),
                         forget_gate.data() + x.gate_offset(begin), count, gpu_state.view(),
-                        out.data() + x.q_offset(begin), workspace.data(), nullptr);
+                        out.data() + x.q_offset(begin), products, workspace.data(), nullptr);
   };
   if (split > 0 && split < n) {
     run(0, split);
@@ -255,7 +264,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   testing::synchronize();
   EXPECT_LE(log.add(relative_error(out.download(), testing::slice(out_cpu, from, outputs))), output_tolerance)
       << "denominator conditioning κ " << conditioning;
-  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), kTolerance);
+  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), tolerance);
   EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
   EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStabilizerTolerance);
 }
@@ -288,6 +297,22 @@ TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
   expect_prefill_equals_recurrence(shape, 300, Gates::Moderate, 77, rng, log);
 }
 
+// One TF32 pass (the bf16 and fp16 models' prefill): within kTf32Tolerance of the same CPU
+// recurrence, both gate regimes, one chunk or less and several; the state's n and m are the
+// normaliser path's and the stabilizer chain's, unchanged, so they keep the fp32 bounds.
+TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
+  const cpu::MlstmShape shape = GetParam().shape;
+  const unsigned seed = testing::fresh_seed();
+  std::mt19937 rng(seed);
+  static ErrorLog log{"mlstm prefill, one TF32 pass"};
+  for (const Gates gates : {Gates::Moderate, Gates::Strong})
+    for (int n : {7, 64, 333}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n) + " " +
+                   name_of(gates));
+      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, cuda::MlstmProducts::Tf32);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
                          [](const ::testing::TestParamInfo<MlstmCase>& info) {
                            const auto& s = info.param.shape;
@@ -309,6 +334,9 @@ TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
     }
     SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " two calls, 1,000 + 3,096");
     expect_prefill_equals_recurrence(shape, 4096, Gates::Moderate, 1000, rng, log);
+    SCOPED_TRACE("one TF32 pass, strong gates");
+    static ErrorLog tf32_log{"mlstm prefill, 4,096 tokens, one TF32 pass"};
+    expect_prefill_equals_recurrence(shape, 4096, Gates::Strong, 0, rng, tf32_log, cuda::MlstmProducts::Tf32);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/attention_decode.cuh"
@@ -225,6 +226,9 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
   const float* hedgehog = feature_map_.size() ? feature_map_.data() : nullptr;
   const cpu::MlstmShape mlstm{shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim};
   const cpu::MlstmState cell{s.matrix.data(), s.normalizer.data(), s.stabilizer.data()};
+  // The numerators at the storage type's resolution: fp32 models keep fp32 products, bf16 and
+  // fp16 ones (q, k, v from 8- and 11-bit products) one TF32 pass (recurrent_chunkwise.cuh).
+  const MlstmProducts mlstm_products = std::is_same_v<T, float> ? MlstmProducts::Fp32 : MlstmProducts::Tf32;
   switch (spec_.kind) {
     case Kind::Full: {  // keys first, then attention over the linear cache 0 … p0+n−1
       store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), nullptr,
@@ -252,7 +256,7 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
     case Kind::Mlstm:
       gate_products(in, s, &cublas, stream);
       mlstm_prefill(mlstm, in.queries, in.keys, in.values, s.shared->gates.data(), s.shared->gates.data() + in.n * mlstm.states, in.n,
-                    cell, s.shared->branch.data(), scratch_of(s), stream);
+                    cell, s.shared->branch.data(), mlstm_products, scratch_of(s), stream);
       break;
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
       gate_products(in, s, &cublas, stream);
@@ -261,7 +265,7 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       const float* mix_gate = forget_gate + std::size_t(in.n) * mlstm.states;
       window_prefill(in, s, nullptr, s.shared->window_branch.data(), stream);
       mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.shared->branch.data(),
-                    scratch_of(s), stream);
+                    mlstm_products, scratch_of(s), stream);
       bifocal_mix<T>(mix_gate, s.shared->branch.data(), s.shared->window_branch.data(), out, in.n, shape_.query_heads,
                      shape_.head_dim, stream);
       return;

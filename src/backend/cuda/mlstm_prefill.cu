@@ -107,7 +107,8 @@ struct OutputLayout {
       cumulative, entering,
       stabilizers, normalizer, partials, inverse_denominators;
   SharedCarve carve;
-  __host__ __device__ OutputLayout(int chunk, int d, int group) {
+  // `split`: room for the small TF32 parts of q and S' (MlstmProducts::Fp32).
+  __host__ __device__ OutputLayout(int chunk, int d, int group, bool split) {
     const int width = round_up(d, 32);
     key_stride = width + 4;    // ≡ 4 mod 32: ldmatrix rows of Kᵀ in distinct banks
     value_stride = width + 8;  // ≡ 8 mod 32: B fragments of V and C
@@ -118,10 +119,10 @@ struct OutputLayout {
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
     query_stages = carve.take(2 * chunk * kQueryStageStride);          // q stages, then their TF32 big parts
-    query_stages_small = carve.take(2 * chunk * kQueryStageStride);    // … and small parts (split once)
+    query_stages_small = carve.take(split ? 2 * chunk * kQueryStageStride : 0);  // … and small parts (split once)
     state_stages = carve.take(2 * kStageColumns * state_stride);
     scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj: TF32 big parts
-    scores_small = carve.take(chunk * score_stride);                     // … and small parts
+    scores_small = carve.take(split ? chunk * score_stride : 0);         // … and small parts
     weights = carve.take(2 * chunk * weight_stride);                     // W_τj = e^{D_τj − m_τ}, double
     input = carve.take(2 * chunk);
     log_forget = carve.take(2 * chunk);
@@ -138,14 +139,19 @@ struct OutputLayout {
 // 16 warps: the block's shared memory (~222 KB) allows one block per SM, and with 8 warps (two a
 // scheduler) Nsight found it latency-bound — issue slots 29% busy, "wait" the top stall, the
 // tensor pipe 11% busy (docs/notes/cuda-stop15-2026-12-01.md). 512 threads leave 128 registers
-// a thread: each warp holds half the accumulator tiles it held with 8.
+// a thread: each warp holds half the accumulator tiles it held with 8. kProducts: the numerators'
+// precision (recurrent_chunkwise.cuh); Tf32 rounds k, v, each q and C_c stage and S' once where
+// they are staged, and its fragments are then the stored bits.
+template <MlstmProducts kProducts>
 __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
+  constexpr bool kSplit = kProducts == MlstmProducts::Fp32;
+  using Element = Operand<kProducts>;
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // C_c, n_c, M_c, m_c from the scan; q, k, v before it
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const OutputLayout layout(L, d, group);
+  const OutputLayout layout(L, d, group, kSplit);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
@@ -316,6 +322,14 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       inverse_denominators[item] = row_of_item < count ? float(1.0 / denominator) : 0.0f;
     }
   }
+  // Tf32: k and v rounded once, each thread the quads it copied (the fp64 normaliser above read k
+  // as loaded; its last reads are before the barrier above). Stage 0's barrier publishes them.
+  if constexpr (!kSplit)
+    if (copies_rows)
+      for (int j = copy_row; j < L; j += rows_per_pass) {
+        prepare_operands_in_place<kProducts>(keys + j * layout.key_stride + copy_column, nullptr);
+        prepare_operands_in_place<kProducts>(values + j * layout.value_stride + copy_column, nullptr);
+      }
 
   // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
   //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
@@ -349,17 +363,24 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       commit_async_copies();
       wait_async_copies<1>();
       const int buffer = stage_counter % 2;
-      if (query_copy_row < L) {  // this thread's quad of the q stage, split into TF32 parts once for every warp
+      if (query_copy_row < L) {  // this thread's quad of the q stage, made operands once for every warp
         const int at = (buffer * L + query_copy_row) * kQueryStageStride + query_copy_column;
-        split_tf32_in_place(shared + layout.query_stages + at, shared + layout.query_stages_small + at);
+        prepare_operands_in_place<kProducts>(shared + layout.query_stages + at,
+                                             shared + layout.query_stages_small + at);
       }
+      if constexpr (!kSplit)  // … and its rows of the C_c stage (rounded; split per use in Fp32)
+        if (copies_rows) {
+          float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
+          for (int row = copy_row; row < kStageColumns; row += rows_per_pass)
+            prepare_operands_in_place<kProducts>(state_stage + row * layout.state_stride + copy_column, nullptr);
+        }
       __syncthreads();
       const std::uint32_t query_stage = query_stages_address + 4 * buffer * L * kQueryStageStride;
       const std::uint32_t query_stage_small = query_stages_small_address + 4 * buffer * L * kQueryStageStride;
       const float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
       #pragma unroll
       for (int k = 0; k < kStageColumns; k += 8) {
-        Tf32Pair af[2][4];
+        Element af[2][4];
         #pragma unroll
         for (int m = 0; m < 2; ++m)
           load_split_a_fragment(af[m], query_stage + 4 * (query_a_offset[m] + k),
@@ -368,17 +389,17 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
         for (int i = 0; i < kMaxTilesPerWarp; ++i) {
           const int tile = warp_column + i * warp_columns;
           if (tile >= all_tiles) continue;
-          Tf32Pair b0, b1;
+          Element b0, b1;
           if (tile < value_tiles) {
             const float* b = state_stage + state_b_offset + k * layout.state_stride + 8 * tile;
-            b0 = split_tf32(b[0]), b1 = split_tf32(b[4 * layout.state_stride]);
+            b0 = staged_operand<kProducts>(b[0]), b1 = staged_operand<kProducts>(b[4 * layout.state_stride]);
           } else {  // Kᵀ: B[a][j] = k_j[a]
             load_transposed_b_fragment(b0, b1, keys_address + 4 * (8 * (tile - value_tiles) * layout.key_stride +
                                                                   key_b_offset + stage * kStageColumns + k));
           }
           #pragma unroll
           for (int m = 0; m < 2; ++m)
-            if (tile < value_tiles || !above_diagonal(tile, m)) mma_3xtf32(acc[m][i], af[m], b0, b1);
+            if (tile < value_tiles || !above_diagonal(tile, m)) mma(acc[m][i], af[m], b0, b1);
         }
       }
       __syncthreads();  // the buffer is refilled two stages on
@@ -398,17 +419,17 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
           const int top = row * layout.score_stride + j, bottom = top + 8 * layout.score_stride;
           const double* w_top = weights + row * layout.weight_stride + j;
           const double* w_bottom = w_top + 8 * layout.weight_stride;
-          store_split_tf32(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
-          store_split_tf32(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
-          store_split_tf32(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
-          store_split_tf32(scores + bottom + 1, scores_small + bottom + 1,
+          store_operand<kProducts>(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
+          store_operand<kProducts>(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
+          store_operand<kProducts>(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
+          store_operand<kProducts>(scores + bottom + 1, scores_small + bottom + 1,
                            acc[m][i][3] * query_scale * float(w_bottom[1]));
         }
       }
     __syncthreads();
     for (int k = 0; k < L; k += 8) {
       const bool needed[2] = {k <= 16 * row_tile[0] + 15, k <= 16 * row_tile[1] + 15};
-      Tf32Pair af[2][4];
+      Element af[2][4];
       #pragma unroll
       for (int m = 0; m < 2; ++m)
         if (needed[m])
@@ -419,10 +440,10 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
         const int tile = warp_column + i * warp_columns;
         if (tile >= value_tiles) continue;
         const float* b = values + value_b_offset + k * layout.value_stride + 8 * tile;
-        const Tf32Pair b0 = split_tf32(b[0]), b1 = split_tf32(b[4 * layout.value_stride]);
+        const Element b0 = staged_operand<kProducts>(b[0]), b1 = staged_operand<kProducts>(b[4 * layout.value_stride]);
         #pragma unroll
         for (int m = 0; m < 2; ++m)
-          if (needed[m]) mma_3xtf32(acc[m][i], af[m], b0, b1);
+          if (needed[m]) mma(acc[m][i], af[m], b0, b1);
       }
     }
     #pragma unroll
@@ -451,7 +472,7 @@ int chunk_length(const cpu::MlstmShape& shape) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
     const int warp_columns = kOutputWarps / (chunk / 32), tiles = (d + chunk) / 8;
-    if (OutputLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
+    if (OutputLayout(chunk, d, group, true).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
         (tiles + warp_columns - 1) / warp_columns <= kMaxTilesPerWarp)
       return chunk;
@@ -477,7 +498,7 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n) {
 
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
                    const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   void* workspace, cudaStream_t stream) {
+                   MlstmProducts products, void* workspace, cudaStream_t stream) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
@@ -491,13 +512,16 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   args.q = q, args.k = k, args.v = v, args.input_gate = input_gate, args.forget_gate = forget_gate;
   args.state = state;
   args.out = out;
+  args.products = products;
   args.work = carve_workspace(shape, n, args.chunk, workspace, nullptr);
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
-  launch_dependent(chunk_outputs_kernel, dim3(shape.states, args.chunks), dim3(kOutputThreads),
-                   OutputLayout(args.chunk, d, group).carve.bytes(), stream, "chunk_outputs_kernel", args);
+  const bool split = products == MlstmProducts::Fp32;
+  launch_dependent(split ? chunk_outputs_kernel<MlstmProducts::Fp32> : chunk_outputs_kernel<MlstmProducts::Tf32>,
+                   dim3(shape.states, args.chunks), dim3(kOutputThreads),
+                   OutputLayout(args.chunk, d, group, split).carve.bytes(), stream, "chunk_outputs_kernel", args);
 }
 
 }  // namespace bifocal::cuda

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/recurrent_chunkwise.cuh"
@@ -58,6 +59,7 @@ struct PrefillArgs {
   const float *q, *k, *v, *input_gate, *forget_gate;
   cpu::MlstmState state;
   float* out;
+  MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
@@ -105,6 +107,63 @@ __device__ __forceinline__ void mma_3xtf32(float (&c)[4], const Tf32Pair (&a)[4]
   mma_tf32(c, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
 }
 
+// MlstmProducts::Tf32: one pass on operands rounded to nearest TF32 once (round_tf32), so that the
+// fragments are the stored bits as they are. The same call shapes as the 3xTF32 path: a fragment
+// element is a Tf32Pair (Fp32) or a TF32 bit pattern (Tf32), and `operand`, `mma` and the loads
+// below take either, so a kernel templated on MlstmProducts reads the same for both.
+template <MlstmProducts kProducts>
+using Operand = std::conditional_t<kProducts == MlstmProducts::Fp32, Tf32Pair, std::uint32_t>;
+
+__device__ __forceinline__ std::uint32_t round_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+// x as a fragment element: split (Fp32), or rounded (Tf32, for values not rounded when staged).
+template <MlstmProducts kProducts>
+__device__ __forceinline__ Operand<kProducts> operand(float x) {
+  if constexpr (kProducts == MlstmProducts::Fp32) return split_tf32(x);
+  else return round_tf32(x);
+}
+// x as stored for fragments read later: Fp32 splits it into its TF32 parts (big at `big`, small at
+// `small`), Tf32 rounds it in place at `big`.
+template <MlstmProducts kProducts>
+__device__ __forceinline__ void store_operand(float* big, float* small, float x) {
+  if constexpr (kProducts == MlstmProducts::Fp32) {
+    const Tf32Pair parts = split_tf32(x);
+    *big = __uint_as_float(parts.big), *small = __uint_as_float(parts.small);
+  } else {
+    *big = __uint_as_float(round_tf32(x));
+  }
+}
+// Four staged floats at `big` (16-byte aligned) made operands in place (store_operand's layout).
+template <MlstmProducts kProducts>
+__device__ __forceinline__ void prepare_operands_in_place(float* big, float* small) {
+  const float4 x = *reinterpret_cast<const float4*>(big);
+  if constexpr (kProducts == MlstmProducts::Fp32) {
+    const Tf32Pair p0 = split_tf32(x.x), p1 = split_tf32(x.y), p2 = split_tf32(x.z), p3 = split_tf32(x.w);
+    *reinterpret_cast<float4*>(big) = make_float4(__uint_as_float(p0.big), __uint_as_float(p1.big),
+                                                  __uint_as_float(p2.big), __uint_as_float(p3.big));
+    *reinterpret_cast<float4*>(small) = make_float4(__uint_as_float(p0.small), __uint_as_float(p1.small),
+                                                    __uint_as_float(p2.small), __uint_as_float(p3.small));
+  } else {
+    *reinterpret_cast<float4*>(big) = make_float4(__uint_as_float(round_tf32(x.x)), __uint_as_float(round_tf32(x.y)),
+                                                  __uint_as_float(round_tf32(x.z)), __uint_as_float(round_tf32(x.w)));
+  }
+}
+// A staged operand (prepared in place) as a fragment element.
+template <MlstmProducts kProducts>
+__device__ __forceinline__ Operand<kProducts> staged_operand(float x) {
+  if constexpr (kProducts == MlstmProducts::Fp32) return split_tf32(x);
+  else return __float_as_uint(x);
+}
+__device__ __forceinline__ void mma(float (&c)[4], const Tf32Pair (&a)[4], Tf32Pair b0, Tf32Pair b1) {
+  mma_3xtf32(c, a, b0, b1);
+}
+__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  mma_tf32(c, a[0], a[1], a[2], a[3], b0, b1);
+}
+
 // Views of shared matrices for the fragment loads: element (r, c) of a row-major matrix, or of
 // the transpose of one.
 struct RowMajor {
@@ -118,19 +177,20 @@ struct Transposed {
   __device__ float operator()(int r, int c) const { return p[c * stride + r]; }
 };
 
-template <typename View>
-__device__ __forceinline__ void load_a(Tf32Pair (&a)[4], View m, int row, int k, int lane) {
+template <MlstmProducts kProducts, typename View>
+__device__ __forceinline__ void load_a(Operand<kProducts> (&a)[4], View m, int row, int k, int lane) {
   const int g = lane / 4, t = lane % 4;
-  a[0] = split_tf32(m(row + g, k + t));
-  a[1] = split_tf32(m(row + g + 8, k + t));
-  a[2] = split_tf32(m(row + g, k + t + 4));
-  a[3] = split_tf32(m(row + g + 8, k + t + 4));
+  a[0] = operand<kProducts>(m(row + g, k + t));
+  a[1] = operand<kProducts>(m(row + g + 8, k + t));
+  a[2] = operand<kProducts>(m(row + g, k + t + 4));
+  a[3] = operand<kProducts>(m(row + g + 8, k + t + 4));
 }
-template <typename View>
-__device__ __forceinline__ void load_b(Tf32Pair& b0, Tf32Pair& b1, View m, int k, int column, int lane) {
+template <MlstmProducts kProducts, typename View>
+__device__ __forceinline__ void load_b(Operand<kProducts>& b0, Operand<kProducts>& b1, View m, int k, int column,
+                                       int lane) {
   const int g = lane / 4, t = lane % 4;
-  b0 = split_tf32(m(k + t, column + g));
-  b1 = split_tf32(m(k + t + 4, column + g));
+  b0 = operand<kProducts>(m(k + t, column + g));
+  b1 = operand<kProducts>(m(k + t + 4, column + g));
 }
 
 // ldmatrix fragments for kernel 3. ldmatrix moves 8 × 8 matrices of 16-bit elements, but a row
@@ -154,30 +214,23 @@ __device__ __forceinline__ void load_split_a_fragment(Tf32Pair (&a)[4], std::uin
                : "r"(small_address)
                : "memory");
 }
-// x into its TF32 parts, kept as the bit patterns mma reads (each one an exact float too).
-__device__ __forceinline__ void store_split_tf32(float* big, float* small, float x) {
-  const Tf32Pair parts = split_tf32(x);
-  *big = __uint_as_float(parts.big), *small = __uint_as_float(parts.small);
-}
-// Four floats at `big` (16-byte aligned) replaced by their big parts, the small parts to `small`.
-__device__ __forceinline__ void split_tf32_in_place(float* big, float* small) {
-  const float4 x = *reinterpret_cast<const float4*>(big);
-  const Tf32Pair p0 = split_tf32(x.x), p1 = split_tf32(x.y), p2 = split_tf32(x.z), p3 = split_tf32(x.w);
-  *reinterpret_cast<float4*>(big) =
-      make_float4(__uint_as_float(p0.big), __uint_as_float(p1.big), __uint_as_float(p2.big), __uint_as_float(p3.big));
-  *reinterpret_cast<float4*>(small) = make_float4(__uint_as_float(p0.small), __uint_as_float(p1.small),
-                                                  __uint_as_float(p2.small), __uint_as_float(p3.small));
+// The same A fragment of a matrix prepared in place (Tf32: one ldmatrix, the bits as they are).
+__device__ __forceinline__ void load_split_a_fragment(std::uint32_t (&a)[4], std::uint32_t address, std::uint32_t) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(address) : "memory");
 }
 // B = Mᵀ (8 × 8) for M row-major (`stride` floats), B[k][n] = M[n][k]: matrix 0 = rows n …
 // n+7 of M, columns k … k+3; matrix 1 = columns k+4 …: load_b's b0, b1 of Transposed{M}.
 __device__ __forceinline__ int transposed_b_fragment_lane_offset(int stride, int lane) {
   return (lane & 7) * stride + (lane >> 3 & 1) * 4;
 }
-__device__ __forceinline__ void load_transposed_b_fragment(Tf32Pair& b0, Tf32Pair& b1, std::uint32_t address) {
+template <typename Element>
+__device__ __forceinline__ void load_transposed_b_fragment(Element& b0, Element& b1, std::uint32_t address) {
   std::uint32_t r[2];
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address)
                : "memory");
-  b0 = split_tf32(__uint_as_float(r[0])), b1 = split_tf32(__uint_as_float(r[1]));
+  if constexpr (std::is_same_v<Element, Tf32Pair>) b0 = split_tf32(__uint_as_float(r[0])), b1 = split_tf32(__uint_as_float(r[1]));
+  else b0 = r[0], b1 = r[1];  // prepared in place (Tf32)
 }
 
 // d (8 × 8) += a (8 × 4) · b (4 × 8) on the fp64 tensor cores, IEEE fp64 products and sums.

@@ -78,8 +78,9 @@ __device__ float stabilizer_after_chunk(float m, const ChunkSummary& chunk, cons
 
 // ---- Kernel 1: each chunk's contribution --------------------------------------------------------
 
-// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32), Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c}; the
-// gates of the chunk in double and its summary for the stabilizer chain.
+// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, or one TF32 pass: kProducts), Δñ_c = Σ w_j k_j (double),
+// w_j = e^{D_Lj − λ_c}; the gates of the chunk in double and its summary for the stabilizer chain.
+template <MlstmProducts kProducts>
 __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
@@ -171,18 +172,19 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
     const int row_tile = 2 * (tile / column_groups), column_tile = 4 * (tile % column_groups);
     float acc[2][4][4] = {};
     for (int k = 0; k < count; k += 8) {
-      Tf32Pair af[2][4];
+      Operand<kProducts> af[2][4];
       #pragma unroll
       for (int m = 0; m < 2; ++m)
-        if (row_tile + m < row_tiles) load_a(af[m], Transposed{keys, layout.stride}, 16 * (row_tile + m), k, lane);
+        if (row_tile + m < row_tiles)
+          load_a<kProducts>(af[m], Transposed{keys, layout.stride}, 16 * (row_tile + m), k, lane);
       #pragma unroll
       for (int i = 0; i < 4; ++i) {
         if (column_tile + i >= column_tiles) continue;
-        Tf32Pair b0, b1;
-        load_b(b0, b1, RowMajor{values, layout.stride}, k, 8 * (column_tile + i), lane);
+        Operand<kProducts> b0, b1;
+        load_b<kProducts>(b0, b1, RowMajor{values, layout.stride}, k, 8 * (column_tile + i), lane);
         #pragma unroll
         for (int m = 0; m < 2; ++m)
-          if (row_tile + m < row_tiles) mma_3xtf32(acc[m][i], af[m], b0, b1);
+          if (row_tile + m < row_tiles) mma(acc[m][i], af[m], b0, b1);
       }
     }
     #pragma unroll
@@ -319,7 +321,9 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
 }  // namespace
 
 void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream) {
-  launch_dependent(chunk_contributions_kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads),
+  launch_dependent(args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
+                                                        : chunk_contributions_kernel<MlstmProducts::Tf32>,
+                   dim3(args.states, args.chunks), dim3(kRecurrentThreads),
                    ContributionLayout(args.chunk, args.head_dim).carve.bytes(), stream, "chunk_contributions_kernel",
                    args);
 }

@@ -29,10 +29,20 @@ namespace bifocal::cuda {
 // ~2^-28 a token, which moves it one ulp). head_dim: a multiple of 8, at most 256. The workspace (16-byte
 // aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 33 MiB for Qwen3-4B's 8 states and 4,096
 // tokens) holds the per-chunk states. Three kernels on `stream`; nothing allocated or synchronised.
+//
+// `products` sets the precision of the numerators' matrix products (the chunk contributions ΔC̃,
+// q̂ᵀC, q̂·k and S'·V on the tensor cores); the gates, weights, stabilizer and the normaliser path
+// are the same in both.
+enum class MlstmProducts {
+  Fp32,  // 3xTF32: fp32 accuracy, the contract above (fp32 models, the tests against the CPU)
+  Tf32,  // one TF32 pass, every operand rounded to nearest TF32 (10 mantissa bits) once where it
+         // is staged: for bf16 and fp16 models, whose q, k and v come out of 8- and 11-bit products
+         // already, so the mixer's inputs are not resolved finer than that (~3× fewer instructions)
+};
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n);
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
                    const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   void* workspace, cudaStream_t stream);
+                   MlstmProducts products, void* workspace, cudaStream_t stream);
 
 enum class ChunkwiseNormalisation {
   Linear,        // h / (φ(q)ᵀz + ε)
