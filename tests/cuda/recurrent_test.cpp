@@ -10,7 +10,8 @@
 // Shapes: head_dim 16 … 256, GQA 4:1 and 1:1, state=kv and state=q, Qwen3-4B's (32 query heads,
 // 8 KV heads, d 128), a group of 16 query heads per state (more than one register pass);
 // LoLCATs windows in bf16 and fp32. Outputs are poisoned (0xFF = NaN) so an unwritten element
-// fails. Inputs a bf16 window stores are rounded first, so both sides see the same values.
+// fails, and the mLSTM prefill runs after shared memory is poisoned (shared_memory_poison.h).
+// Inputs a bf16 window stores are rounded first, so both sides see the same values.
 //
 // Tolerances, relative ‖got − want‖/‖want‖ (fp32 kernels against CPU kernels that compute in
 // double (mLSTM) or fp32 with another summation order; the states are fp32 on both sides):
@@ -38,6 +39,7 @@
 #include "backend/cuda/recurrent_decode.cuh"
 #include "backend/cuda/recurrent_prefill.cuh"
 #include "cuda/recurrent_test_support.h"
+#include "cuda/shared_memory_poison.h"
 
 namespace bifocal {
 namespace {
@@ -53,10 +55,13 @@ constexpr double kStabilizerTolerance = 1e-6;
 // MlstmProducts::Tf32: every operand of the numerators' products is rounded to nearest TF32 (a
 // relative 2^-11) once where it is staged. The deepest path rounds a term four times — k and v
 // into ΔC̃, then q and C_c (or q and k into the score, the weighted score S' and v) — so a term is
-// off by at most ~4·2^-11 = 2^-9 of itself; the errors have random signs, so the norm-wise error
-// of a sum of terms stays below that (measured: see the ErrorLog lines). A missing or doubled
-// contribution moves the outputs by O(1). The normaliser path (double) is the same as Fp32's.
-constexpr double kTf32Tolerance = 0x1p-9;
+// off by at most ~4·2^-11 = 2^-9 of itself. Under strong gates one token can dominate both
+// C and n, so that q̂ᵀC cancels with q̂ᵀn (the denominator, exact in double): the numerator's
+// rounding is then magnified too, in the few outputs where that happens. Measured norm-wise
+// (largest over 8 shapes × 6 cases): 7.6e-4 … 1.05e-3 in three runs, 1.99e-3 once (d = 256,
+// n = 7, strong gates, κ = 1,626); so 2^-8. A missing or doubled contribution moves the
+// outputs by O(1). The normaliser path (double) is the same as Fp32's.
+constexpr double kTf32Tolerance = 0x1p-8;
 constexpr int kDecodeSteps = 300;
 constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting state
 // The decode step's m_t = fp32(logf + m_{t−1}) or ĩ_t chains kDecodeSteps fp32 steps: each sum
@@ -250,6 +255,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   // before this call writes it.
   auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
   const auto run = [&](int begin, int count) {
+    testing::poison_shared_memory();  // an unwritten shared word read by the kernels is then NaN
     cuda::mlstm_prefill(shape, q.data() + x.q_offset(begin), k.data() + x.kv_offset(begin),
                         v.data() + x.kv_offset(begin), input_gate.data() + x.gate_offset(begin),
                         forget_gate.data() + x.gate_offset(begin), count, gpu_state.view(),
@@ -298,7 +304,8 @@ TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
 }
 
 // One TF32 pass (the bf16 and fp16 models' prefill): within kTf32Tolerance of the same CPU
-// recurrence, both gate regimes, one chunk or less and several; the state's n and m are the
+// recurrence, both gate regimes, one chunk or less and several, after shared memory is poisoned
+// (C_c resident at d = 64 and 128, streamed otherwise); the state's n and m are the
 // normaliser path's and the stabilizer chain's, unchanged, so they keep the fp32 bounds.
 TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
   const cpu::MlstmShape shape = GetParam().shape;

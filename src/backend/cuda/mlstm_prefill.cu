@@ -51,7 +51,9 @@
 //   Measured (H200): kernels 1 and 2 ~60 and ~22 µs; kernel 3 697 µs on 2026-12-01 (latency-bound
 //   at one block of 8 warps per SM: issue slots 29% busy, tensor pipe 11%), 383 µs on 2026-12-02
 //   (16 warps, the normaliser on the fp64 tensor cores, ldmatrix fragments, q and S' split into
-//   TF32 parts once). The estimate above is its throughput floor. Line-by-line readings:
+//   TF32 parts once). bf16/fp16 models (MlstmProducts::Tf32, one pass instead of three): 261 µs,
+//   and 240 µs with C_c resident (loaded and rounded once for the G heads, q in 64-column
+//   stages); kernel 1 54 → 42 µs. The estimate above is its throughput floor. Line-by-line readings:
 //   docs/notes/cuda-stop15-2026-12-01.md, docs/notes/cuda-stop16-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
 // d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
@@ -76,8 +78,11 @@ namespace {
 using namespace mlstm_prefill_detail;
 
 constexpr std::size_t kSharedMemoryLimit = 227 * 1024;  // sm_90's opt-in maximum per block
-constexpr int kStageColumns = 32;                        // kernel 3: columns of d per pipeline stage
-constexpr int kQueryStageStride = kStageColumns + 4;     // ≡ 4 mod 32: conflict-free A fragments
+// Kernel 3's pipeline stages: columns of d per stage of q (and of C_c, when C_c is not resident).
+__host__ __device__ constexpr int stage_columns(bool resident) { return resident ? 64 : 32; }
+__host__ __device__ constexpr int query_stage_stride(bool resident) {
+  return stage_columns(resident) + 4;  // ≡ 4 mod 32: conflict-free A fragments
+}
 constexpr int kOutputThreads = 512;                      // kernel 3: 16 warps (see the kernel)
 constexpr int kOutputWarps = kOutputThreads / 32;
 constexpr int kMaxTilesPerWarp = 3;                      // kernel 3: n-tiles of 8 columns a warp (126 registers)
@@ -107,8 +112,10 @@ struct OutputLayout {
       cumulative, entering,
       stabilizers, normalizer, partials, inverse_denominators;
   SharedCarve carve;
-  // `split`: room for the small TF32 parts of q and S' (MlstmProducts::Fp32).
-  __host__ __device__ OutputLayout(int chunk, int d, int group, bool split) {
+  // `split`: room for the small TF32 parts of q and S' (MlstmProducts::Fp32). `resident`: C_c
+  // whole in shared memory, loaded once for the G heads (else two stages of its rows).
+  __host__ __device__ OutputLayout(int chunk, int d, int group, bool split, bool resident) {
+    const int columns = stage_columns(resident), query_stride = query_stage_stride(resident);
     const int width = round_up(d, 32);
     key_stride = width + 4;    // ≡ 4 mod 32: ldmatrix rows of Kᵀ in distinct banks
     value_stride = width + 8;  // ≡ 8 mod 32: B fragments of V and C
@@ -118,10 +125,14 @@ struct OutputLayout {
     column_groups = kOutputWarps / (chunk / 16);                         // normaliser: warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
-    query_stages = carve.take(2 * chunk * kQueryStageStride);          // q stages, then their TF32 big parts
-    query_stages_small = carve.take(split ? 2 * chunk * kQueryStageStride : 0);  // … and small parts (split once)
-    state_stages = carve.take(2 * kStageColumns * state_stride);
-    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj: TF32 big parts
+    query_stages = carve.take(2 * chunk * query_stride);               // q stages, then their TF32 big parts
+    query_stages_small = carve.take(split ? 2 * chunk * query_stride : 0);  // … and small parts (split once)
+    state_stages = carve.take((resident ? round_up(d, columns) : 2 * columns) * state_stride);
+    // S' = (q̂·k_j) W_τj (TF32 big parts), written only in step 4; before that the same words hold
+    // the normaliser's partial sums (step 3), which leaves room for a resident C_c at d = 128.
+    const int partial_words = 2 * column_groups * group * chunk;         // q̂_τ·N_τ per column group, double
+    scores = carve.take(chunk * score_stride > partial_words ? chunk * score_stride : partial_words);
+    partials = scores;
     scores_small = carve.take(split ? chunk * score_stride : 0);         // … and small parts
     weights = carve.take(2 * chunk * weight_stride);                     // W_τj = e^{D_τj − m_τ}, double
     input = carve.take(2 * chunk);
@@ -130,7 +141,6 @@ struct OutputLayout {
     entering = carve.take(2 * chunk);                                    // e_τ = e^{b_τ + M_c − m_τ}, double
     stabilizers = carve.take(chunk);                                     // m_τ
     normalizer = carve.take(2 * d);                                      // n_c, double
-    partials = carve.take(2 * column_groups * group * chunk);           // q̂_τ·N_τ per column group, double
     inverse_denominators = carve.take(group * chunk);
   }
 };
@@ -142,16 +152,20 @@ struct OutputLayout {
 // a thread: each warp holds half the accumulator tiles it held with 8. kProducts: the numerators'
 // precision (recurrent_chunkwise.cuh); Tf32 rounds k, v, each q and C_c stage and S' once where
 // they are staged, and its fragments are then the stored bits.
-template <MlstmProducts kProducts>
+// kResident: C_c loaded once into shared memory (rounded once, Tf32) and q in stages of 64
+// columns, where the shape fits (d = 64 or 128 at L = 64); else C_c's rows stream with q, 32
+// columns a stage, once per head.
+template <MlstmProducts kProducts, bool kResident>
 __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
   constexpr bool kSplit = kProducts == MlstmProducts::Fp32;
+  constexpr int kStageColumns = stage_columns(kResident), kQueryStageStride = query_stage_stride(kResident);
   using Element = Operand<kProducts>;
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // C_c, n_c, M_c, m_c from the scan; q, k, v before it
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const OutputLayout layout(L, d, group, kSplit);
+  const OutputLayout layout(L, d, group, kSplit, kResident);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
@@ -178,23 +192,23 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   const int row_quads = width / 4, rows_per_pass = kOutputThreads / row_quads;
   const bool copies_rows = threadIdx.x < rows_per_pass * row_quads;
   const int copy_row = threadIdx.x / row_quads, copy_column = 4 * (threadIdx.x % row_quads);
-  // A q stage (L rows of kStageColumns): one quad a thread (L ≤ 64).
+  // A q stage (L rows of kStageColumns): a quad a thread, rows query_copy_row, + kQueryRowsPerPass, ….
+  constexpr int kQueryRowsPerPass = kOutputThreads / (kStageColumns / 4);
   const int query_copy_row = threadIdx.x / (kStageColumns / 4);
   const int query_copy_column = 4 * (threadIdx.x % (kStageColumns / 4));
-  const bool query_copy_row_present = query_copy_row < count;
-  const float* query_copy_source = query_row(0, query_copy_row_present ? query_copy_row : 0) + query_copy_column;
 
-  // Stage `stage` (columns 32·stage … of d) of head `head`: q rows and C_c rows, zero-filled.
+  // Stage `stage` (columns kStageColumns·stage … of d) of head `head`: q rows, and C_c rows unless
+  // C_c is resident; zero-filled.
   const auto load_stage = [&](int head, int stage, int buffer) {
     float* query_stage = shared + layout.query_stages + buffer * L * kQueryStageStride;
     float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
     const int first_column = stage * kStageColumns;
-    if (query_copy_row < L) {
-      const bool present = query_copy_row_present && first_column + query_copy_column < d;
-      copy16_async(query_stage + query_copy_row * kQueryStageStride + query_copy_column,
-                   present ? query_copy_source + head * d + first_column : a.q, present);
+    for (int row = query_copy_row; row < L; row += kQueryRowsPerPass) {
+      const bool present = row < count && first_column + query_copy_column < d;
+      copy16_async(query_stage + row * kQueryStageStride + query_copy_column,
+                   present ? query_row(head, row) + first_column + query_copy_column : a.q, present);
     }
-    if (copies_rows)
+    if (!kResident && copies_rows)
       for (int row = copy_row; row < kStageColumns; row += rows_per_pass) {
         const bool present = first_column + row < d && copy_column < d;
         copy16_async(state_stage + row * layout.state_stride + copy_column,
@@ -211,6 +225,15 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       copy16_async(values + j * layout.value_stride + copy_column, a.v + at, present);
     }
   commit_async_copies();
+  if constexpr (kResident) {  // C_c whole (rows past d zero), its own group
+    if (copies_rows)
+      for (int row = copy_row; row < round_up(d, kStageColumns); row += rows_per_pass) {
+        const bool present = row < d && copy_column < d;
+        copy16_async(shared + layout.state_stages + row * layout.state_stride + copy_column,
+                     present ? state_matrix + row * d + copy_column : state_matrix, present);
+      }
+    commit_async_copies();
+  }
   load_stage(0, 0, 0);
   commit_async_copies();
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
@@ -231,7 +254,7 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       stabilizers[j] = m;
     }
   }
-  wait_async_copies<1>();  // k, v
+  wait_async_copies<kResident ? 2 : 1>();  // k, v (C_c and stage 0 may still be in flight)
   __syncthreads();
 
   // 2. The weights (double exponents; zero above the diagonal and past the chunk).
@@ -323,13 +346,21 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
     }
   }
   // Tf32: k and v rounded once, each thread the quads it copied (the fp64 normaliser above read k
-  // as loaded; its last reads are before the barrier above). Stage 0's barrier publishes them.
-  if constexpr (!kSplit)
-    if (copies_rows)
+  // as loaded; its last reads are before the barrier above), and a resident C_c once it has
+  // landed. Stage 0's barrier publishes them.
+  if constexpr (!kSplit) {
+    if constexpr (kResident) wait_async_copies<1>();  // C_c (stage 0 may still be in flight)
+    if (copies_rows) {
       for (int j = copy_row; j < L; j += rows_per_pass) {
         prepare_operands_in_place<kProducts>(keys + j * layout.key_stride + copy_column, nullptr);
         prepare_operands_in_place<kProducts>(values + j * layout.value_stride + copy_column, nullptr);
       }
+      if constexpr (kResident)
+        for (int row = copy_row; row < round_up(d, kStageColumns); row += rows_per_pass)
+          prepare_operands_in_place<kProducts>(shared + layout.state_stages + row * layout.state_stride + copy_column,
+                                               nullptr);
+    }
+  }
 
   // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
   //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
@@ -363,12 +394,12 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       commit_async_copies();
       wait_async_copies<1>();
       const int buffer = stage_counter % 2;
-      if (query_copy_row < L) {  // this thread's quad of the q stage, made operands once for every warp
-        const int at = (buffer * L + query_copy_row) * kQueryStageStride + query_copy_column;
-        prepare_operands_in_place<kProducts>(shared + layout.query_stages + at,
+      for (int row = query_copy_row; row < L; row += kQueryRowsPerPass) {  // this thread's quads of the
+        const int at = (buffer * L + row) * kQueryStageStride + query_copy_column;  // q stage, made operands
+        prepare_operands_in_place<kProducts>(shared + layout.query_stages + at,    // once for every warp
                                              shared + layout.query_stages_small + at);
       }
-      if constexpr (!kSplit)  // … and its rows of the C_c stage (rounded; split per use in Fp32)
+      if constexpr (!kSplit && !kResident)  // … and its rows of the C_c stage (rounded; split per use in Fp32)
         if (copies_rows) {
           float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
           for (int row = copy_row; row < kStageColumns; row += rows_per_pass)
@@ -377,7 +408,8 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
       __syncthreads();
       const std::uint32_t query_stage = query_stages_address + 4 * buffer * L * kQueryStageStride;
       const std::uint32_t query_stage_small = query_stages_small_address + 4 * buffer * L * kQueryStageStride;
-      const float* state_stage = shared + layout.state_stages + buffer * kStageColumns * layout.state_stride;
+      const float* state_stage =
+          shared + layout.state_stages + (kResident ? stage : buffer) * kStageColumns * layout.state_stride;
       #pragma unroll
       for (int k = 0; k < kStageColumns; k += 8) {
         Element af[2][4];
@@ -472,7 +504,7 @@ int chunk_length(const cpu::MlstmShape& shape) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
     const int warp_columns = kOutputWarps / (chunk / 32), tiles = (d + chunk) / 8;
-    if (OutputLayout(chunk, d, group, true).carve.bytes() <= kSharedMemoryLimit &&
+    if (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
         (tiles + warp_columns - 1) / warp_columns <= kMaxTilesPerWarp)
       return chunk;
@@ -518,10 +550,19 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
+  // Tf32 with C_c resident where it fits (Fp32's small parts leave no room for it) and d is a
+  // whole number of 64-column stages: the Kᵀ fragments of a stage read columns of k up to its
+  // end, and k's rows in shared memory are round_up(d, 32) wide (a stage past them would read
+  // the row padding, which nothing writes: NaN × 0 for d ≤ 32 on the golden models).
   const bool split = products == MlstmProducts::Fp32;
-  launch_dependent(split ? chunk_outputs_kernel<MlstmProducts::Fp32> : chunk_outputs_kernel<MlstmProducts::Tf32>,
-                   dim3(shape.states, args.chunks), dim3(kOutputThreads),
-                   OutputLayout(args.chunk, d, group, split).carve.bytes(), stream, "chunk_outputs_kernel", args);
+  const bool resident = !split && d % stage_columns(true) == 0 &&
+                        OutputLayout(args.chunk, d, group, false, true).carve.bytes() <= kSharedMemoryLimit;
+  const auto kernel = split      ? chunk_outputs_kernel<MlstmProducts::Fp32, false>
+                      : resident ? chunk_outputs_kernel<MlstmProducts::Tf32, true>
+                                 : chunk_outputs_kernel<MlstmProducts::Tf32, false>;
+  launch_dependent(kernel, dim3(shape.states, args.chunks), dim3(kOutputThreads),
+                   OutputLayout(args.chunk, d, group, split, resident).carve.bytes(), stream, "chunk_outputs_kernel",
+                   args);
 }
 
 }  // namespace bifocal::cuda
