@@ -83,9 +83,13 @@ __host__ __device__ constexpr int stage_columns(bool resident) { return resident
 __host__ __device__ constexpr int query_stage_stride(bool resident) {
   return stage_columns(resident) + 4;  // ≡ 4 mod 32: conflict-free A fragments
 }
-constexpr int kOutputThreads = 512;                      // kernel 3: 16 warps (see the kernel)
-constexpr int kOutputWarps = kOutputThreads / 32;
-constexpr int kMaxTilesPerWarp = 3;                      // kernel 3: n-tiles of 8 columns a warp (126 registers)
+// Kernel 3's warps and accumulator n-tiles (8 columns) a warp: 16 warps of 3 tiles for 3xTF32
+// (its fragment pairs take 126 registers), 24 of 2 for the TF32 pass (80 registers: more warps to
+// hide the latency the line profile shows). Both give 48 tile slots, so the chunk length, and with
+// it the workspace, does not depend on the precision.
+__host__ __device__ constexpr int output_threads(bool split) { return split ? 512 : 768; }
+__host__ __device__ constexpr int output_warps(bool split) { return output_threads(split) / 32; }
+__host__ __device__ constexpr int output_tiles_per_warp(bool split) { return split ? 3 : 2; }
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
@@ -122,7 +126,7 @@ struct OutputLayout {
     state_stride = width + 8;
     score_stride = chunk + 4;  // ≡ 4 mod 32: ldmatrix rows of S'
     weight_stride = chunk + 4; // doubles: the 8 rows of an fp64 A fragment in two wavefronts
-    column_groups = kOutputWarps / (chunk / 16);                         // normaliser: warps per m-tile pair
+    column_groups = output_warps(split) / (chunk / 16);                 // normaliser: warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
     query_stages = carve.take(2 * chunk * query_stride);               // q stages, then their TF32 big parts
@@ -149,15 +153,19 @@ struct OutputLayout {
 // 16 warps: the block's shared memory (~222 KB) allows one block per SM, and with 8 warps (two a
 // scheduler) Nsight found it latency-bound — issue slots 29% busy, "wait" the top stall, the
 // tensor pipe 11% busy (docs/notes/cuda-stop15-2026-12-01.md). 512 threads leave 128 registers
-// a thread: each warp holds half the accumulator tiles it held with 8. kProducts: the numerators'
+// a thread: each warp holds half the accumulator tiles it held with 8 (the TF32 pass: 24 warps,
+// output_threads). kProducts: the numerators'
 // precision (recurrent_chunkwise.cuh); Tf32 rounds k, v, each q and C_c stage and S' once where
 // they are staged, and its fragments are then the stored bits.
 // kResident: C_c loaded once into shared memory (rounded once, Tf32) and q in stages of 64
 // columns, where the shape fits (d = 64 or 128 at L = 64); else C_c's rows stream with q, 32
 // columns a stage, once per head.
 template <MlstmProducts kProducts, bool kResident>
-__global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(PrefillArgs a) {
+__global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp32), 1)
+    chunk_outputs_kernel(PrefillArgs a) {
   constexpr bool kSplit = kProducts == MlstmProducts::Fp32;
+  constexpr int kOutputThreads = output_threads(kSplit), kOutputWarps = output_warps(kSplit);
+  constexpr int kMaxTilesPerWarp = output_tiles_per_warp(kSplit);
   constexpr int kStageColumns = stage_columns(kResident), kQueryStageStride = query_stage_stride(kResident);
   using Element = Operand<kProducts>;
   device::allow_next_kernel_launch();
@@ -243,15 +251,21 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
   for (int i = threadIdx.x; i < d; i += blockDim.x) normalizer[i] = a.work.normalizers[chunk_index * d + i];
   for (int i = threadIdx.x; i < layout.column_groups * group * L; i += blockDim.x) partials[i] = 0.0;
   const double entry_scale = a.work.entry_scales[chunk_index];
+  const float entry_stabilizer = a.work.entry_stabilizers[chunk_index];
   __syncthreads();
-  if (threadIdx.x == 0) {  // b_τ and m_τ exactly as the CPU steps them
+  // m_τ and b_τ exactly as the CPU steps and sums them: two independent sequential chains, one
+  // thread each in different warps (the rest of the block waits for them at the next barrier).
+  if (threadIdx.x == 0) {
+    float m = entry_stabilizer;
+    for (int j = 0; j < count; ++j) {
+      m = step_stabilizer(m, make_double2(input[j], log_forget[j]));
+      stabilizers[j] = m;
+    }
+  } else if (threadIdx.x == 32) {
     double decay = 0.0;
-    float m = a.work.entry_stabilizers[chunk_index];
     for (int j = 0; j < count; ++j) {
       decay += log_forget[j];
       cumulative[j] = decay;
-      m = step_stabilizer(m, make_double2(input[j], log_forget[j]));
-      stabilizers[j] = m;
     }
   }
   wait_async_copies<kResident ? 2 : 1>();  // k, v (C_c and stage 0 may still be in flight)
@@ -503,10 +517,10 @@ __global__ void __launch_bounds__(kOutputThreads, 1) chunk_outputs_kernel(Prefil
 int chunk_length(const cpu::MlstmShape& shape) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
-    const int warp_columns = kOutputWarps / (chunk / 32), tiles = (d + chunk) / 8;
+    const int warp_columns = output_warps(true) / (chunk / 32), tiles = (d + chunk) / 8;
     if (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
-        (tiles + warp_columns - 1) / warp_columns <= kMaxTilesPerWarp)
+        (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true))
       return chunk;
   }
   fail("mlstm_prefill", "head dimension " + std::to_string(d) + " with " + std::to_string(group) +
@@ -560,7 +574,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   const auto kernel = split      ? chunk_outputs_kernel<MlstmProducts::Fp32, false>
                       : resident ? chunk_outputs_kernel<MlstmProducts::Tf32, true>
                                  : chunk_outputs_kernel<MlstmProducts::Tf32, false>;
-  launch_dependent(kernel, dim3(shape.states, args.chunks), dim3(kOutputThreads),
+  launch_dependent(kernel, dim3(shape.states, args.chunks), dim3(output_threads(split)),
                    OutputLayout(args.chunk, d, group, split, resident).carve.bytes(), stream, "chunk_outputs_kernel",
                    args);
 }
