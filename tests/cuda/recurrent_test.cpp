@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <random>
 #include <span>
@@ -347,18 +348,24 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
 
 class MlstmKernels : public testing::CudaTest, public ::testing::WithParamInterface<MlstmCase> {};
 
-// One chunk or less (1, 7, 64 = L), several with a partial last one (100, 333), both gate regimes.
-TEST_P(MlstmKernels, PrefillEqualsTheCpuRecurrenceFromANonZeroState) {
-  const cpu::MlstmShape shape = GetParam().shape;
+// expect_prefill_equals_recurrence for both gate regimes × `lengths`, in one call each, from a
+// fresh seed (printed with a failure).
+void expect_prefill_equals_recurrence_for(const cpu::MlstmShape& shape, std::initializer_list<int> lengths,
+                                          ErrorLog& log, cuda::MlstmProducts products) {
   const unsigned seed = testing::fresh_seed();
   std::mt19937 rng(seed);
-  static ErrorLog log{"mlstm prefill"};
   for (const Gates gates : {Gates::Moderate, Gates::Strong})
-    for (int n : {1, 7, 64, 100, 333}) {
+    for (int n : lengths) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n) + " " +
                    name_of(gates));
-      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log);
+      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, products);
     }
+}
+
+// One chunk or less (1, 7, 64 = L), several with a partial last one (100, 333), both gate regimes.
+TEST_P(MlstmKernels, PrefillEqualsTheCpuRecurrenceFromANonZeroState) {
+  static ErrorLog log{"mlstm prefill"};
+  expect_prefill_equals_recurrence_for(GetParam().shape, {1, 7, 64, 100, 333}, log, cuda::MlstmProducts::Fp32);
 }
 
 // Consecutive calls continue one sequence: 77 then 223 tokens (neither a multiple of the chunk)
@@ -378,16 +385,8 @@ TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
 // (C_c resident at d = 64 and 128, streamed otherwise); the state's n and m are the
 // normaliser path's and the stabilizer chain's, unchanged, so they keep the fp32 bounds.
 TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
-  const cpu::MlstmShape shape = GetParam().shape;
-  const unsigned seed = testing::fresh_seed();
-  std::mt19937 rng(seed);
   static ErrorLog log{"mlstm prefill, one TF32 pass"};
-  for (const Gates gates : {Gates::Moderate, Gates::Strong})
-    for (int n : {7, 64, 333}) {
-      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n) + " " +
-                   name_of(gates));
-      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, cuda::MlstmProducts::Tf32);
-    }
+  expect_prefill_equals_recurrence_for(GetParam().shape, {7, 64, 333}, log, cuda::MlstmProducts::Tf32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
