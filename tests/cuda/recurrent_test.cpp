@@ -3,46 +3,36 @@
 //   decode  300 one-token steps from a random non-zero state = the CPU recurrence, token by
 //           token (outputs of every step, and the final state); the mLSTM step computes its gates
 //           from the layer input (W·x + b against naive products) and writes bf16 or fp32;
-//   prefill n tokens (not a multiple of the chunk; 1; several chunks) from a non-zero state =
-//           the CPU form, outputs and final state; the mLSTM also under strong gates (ĩ up to
-//           ±15, forget gates near 1 and saturated), over a whole 4,096-token chunk of Qwen3-4B,
-//           and as two calls in a row against one call on the concatenation.
+//   prefill (linear attention, LoLCATs) n tokens (not a multiple of the chunk; 1; several
+//           chunks) from a non-zero state = the CPU form, outputs and final state. The mLSTM's
+//           chunk-parallel prefill: mlstm_prefill_test.cpp.
 // Shapes: head_dim 16 … 256, GQA 4:1 and 1:1, state=kv and state=q, Qwen3-4B's (32 query heads,
-// 8 KV heads, d 128), a group of 16 query heads per state (more than one register pass);
-// LoLCATs windows in bf16 and fp32. Outputs are poisoned (0xFF = NaN) so an unwritten element
-// fails, and the mLSTM prefill runs after shared memory is poisoned (shared_memory_poison.h).
-// Inputs a bf16 window stores are rounded first, so both sides see the same values.
+// 8 KV heads, d 128); LoLCATs windows in bf16 and fp32. Outputs are poisoned (0xFF = NaN) so an
+// unwritten element fails. Inputs a bf16 window stores are rounded first, so both sides see the
+// same values.
 //
 // Tolerances, relative ‖got − want‖/‖want‖ (fp32 kernels against CPU kernels that compute in
 // double (mLSTM) or fp32 with another summation order; the states are fp32 on both sides):
-// kTolerance 1e-5 for outputs and states (measured ≤ 1e-6); an mLSTM prefill output may also
-// differ by what its fp32 inter-chunk state carries through a cancelling denominator, 8·2^-24·κ
-// (largest_denominator_conditioning), when that is larger. The stabilizer m: the prefill steps
-// it from double gates exactly as the CPU does, 1e-6; the decode step from fp32 gates (and gate
-// products summed in fp32), kDecodeStabilizerTolerance. A bf16 mLSTM decode output is compared with the CPU's
-// rounded to bf16 (recurrent_test_support.h's output_error, 1e-3). The mLSTM prefill with
-// MlstmProducts::Tf32 (bf16 and fp16 models): the worst case of its roundings, output by output
-// (tf32_error_bound), for outputs and the state's C.
+// kTolerance 1e-5 for outputs and states (measured ≤ 1e-6). The mLSTM step's stabilizer m comes
+// from fp32 gates (and gate products summed in fp32): kDecodeStabilizerTolerance. A bf16 mLSTM
+// decode output is compared with the CPU's rounded to bf16 (recurrent_test_support.h's
+// output_error, 1e-3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 #include <ostream>
 #include <random>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/linear_attention.h"
 #include "backend/cpu/lolcats.h"
 #include "backend/cpu/mlstm.h"
-#include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_decode.cuh"
 #include "backend/cuda/recurrent_prefill.cuh"
 #include "cuda/recurrent_test_support.h"
-#include "cuda/shared_memory_poison.h"
 
 namespace bifocal {
 namespace {
@@ -54,17 +44,6 @@ using testing::poisoned;
 using testing::relative_error;
 
 constexpr double kTolerance = 1e-5;
-constexpr double kStabilizerTolerance = 1e-6;
-// MlstmProducts::Tf32: every operand of the numerators' products is rounded to nearest TF32 (a
-// relative 2^-11) once where it is staged. The deepest path rounds a term four times — k and v
-// into ΔC̃, then q and C_c (or q and k into the score, the weighted score S' and v) — so a term is
-// off by at most 4·2^-11 of itself, and the fp32 sums add (d + L)·2^-24 ≪ 2^-11: an output is off
-// by at most kTf32TermError × the sum of its numerator's term magnitudes over its denominator
-// (tf32_error_bound computes that sum exactly). A fixed bound does not hold: under strong gates
-// one token can dominate both C and n, so that q̂ᵀC cancels along with q̂ᵀn (exact in double) and
-// the rounding shows magnified (4.6e-3 norm-wise once, Hq 16, d 32). A missing or doubled
-// contribution moves the outputs by O(1).
-constexpr double kTf32TermError = 5 * 0x1p-11;
 constexpr int kDecodeSteps = 300;
 constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting state
 // The decode step's m_t = fp32(logf + m_{t−1}) or ĩ_t chains kDecodeSteps fp32 steps: each sum
@@ -157,264 +136,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MlstmDecode, ::testing::ValuesIn(kMlstmDecodeCa
                                   std::to_string(s.states) + "_d" + std::to_string(s.head_dim) + "_hidden" +
                                   std::to_string(info.param.hidden);
                          });
-
-// The chunkwise prefill (recurrent_chunkwise.cuh's mlstm_prefill, parallel over chunks): shapes.
-struct MlstmCase {
-  cpu::MlstmShape shape;
-};
-void PrintTo(const MlstmCase& c, std::ostream* out) { *out << testing::describe(c.shape); }
-
-const MlstmCase kMlstmCases[] = {
-    {{32, 8, 8, 128}},   // Qwen3-4B, state=kv: 4 query heads per state
-    {{32, 8, 32, 128}},  // Qwen3-4B, state=q
-    {{4, 4, 4, 16}},     // 1:1
-    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},  // d = 256: chunks of 32
-    {{16, 1, 1, 32}},    // 16 query heads per state
-};
-
-// Gates of a prefill test. Moderate: MlstmSequence's (ĩ ~ N(0, 1), f̃ ~ N(2, 3)), the stabilizer
-// small and often reset. Strong: input pre-activations ~ N(0, 20), so after the soft cap ĩ spreads
-// over ±15 and m sits near 15, where the floor e^{−m} of the denominator no longer holds off a
-// cancelling q̂ᵀn (the kernel's double normaliser path must); forget pre-activations uniform in
-// [2, 40] (f ≥ 0.88: long memory; a third past the cap, logf ≈ −3e-7, which an fp32 m ≈ 15 does
-// not resolve, so m stays put and must be stepped as the CPU steps it).
-enum class Gates { Moderate, Strong };
-
-const char* name_of(Gates gates) { return gates == Gates::Moderate ? "moderate gates" : "strong gates"; }
-
-testing::MlstmSequence mlstm_sequence(const cpu::MlstmShape& shape, int tokens, Gates gates, std::mt19937& rng) {
-  testing::MlstmSequence x(shape, tokens, rng);
-  if (gates == Gates::Strong) {
-    std::normal_distribution<float> input(0.0f, 20.0f);
-    std::uniform_real_distribution<float> forget(2.0f, 40.0f);
-    for (float& g : x.input_gate) g = input(rng);
-    for (float& g : x.forget_gate) g = forget(rng);
-  }
-  return x;
-}
-
-// How much the mLSTM output's denominator amplifies a relative error of the state: per token and
-// query head κ = Σ_j |q̂_j n_j| / (max(|q̂ᵀn|, e^{−m}) + 1e-6) (DESIGN.md mlstm), the largest over
-// tokens first … first + n − 1, stepping a copy of `state` through them on the CPU. The GPU prefill
-// carries the state from chunk to chunk in fp32 (2^-24 relative per element) where the CPU keeps
-// double, so a cancelling q̂ᵀn under strong gates moves the output by ~2^-24·κ: a seed once gave
-// 1.4e-5 at n = 100, d = 256 (two chunks).
-double largest_denominator_conditioning(const cpu::MlstmShape& shape, const testing::MlstmSequence& x, int first,
-                                        int n, testing::HostMlstmState state) {
-  const int d = shape.head_dim, group = shape.query_heads / shape.states;
-  const double query_scale = 1.0 / std::sqrt(double(d));  // q̂ = q/√d
-  std::vector<float> ignored(std::size_t(shape.query_heads) * d);
-  double largest = 1;
-  for (int t = first; t < first + n; ++t) {
-    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
-                         state.view(), ignored.data());
-    for (int h = 0; h < shape.query_heads; ++h) {
-      const int s = h / group;  // the state head query head h reads
-      double dot = 0, magnitude = 0;
-      for (int j = 0; j < d; ++j) {
-        const double term = query_scale * x.q[x.q_offset(t) + std::size_t(h) * d + j] * state.normalizer[std::size_t(s) * d + j];
-        dot += term;
-        magnitude += std::abs(term);
-      }
-      const double denominator = std::max(std::abs(dot), std::exp(-double(state.stabilizer[s]))) + 1e-6;
-      largest = std::max(largest, magnitude / denominator);
-    }
-  }
-  return largest;
-}
-
-// The TF32 pass's error bounds, relative and norm-wise as relative_error measures them. An mLSTM
-// over |q|, |k|, |v| with the same gates (so the same stabilizer m, and every term positive) has
-// the state |C| whose entries are the sums of the magnitudes of the terms that make C's, so
-// |q̂|ᵀ|C|_τ is the sum of the magnitudes of h_τ's numerator terms. Output bound: kTf32TermError ×
-// that / h_τ's denominator (from the actual state), per output; state bound: (two roundings, k and
-// v) 3·2^-11 × |C| at the end. `absolute` is x with |q|, |k|, |v|; `state` and `magnitudes` the
-// actual and the |·| states entering token `first`; `want` the CPU outputs from token `first` on.
-struct Tf32Bounds {
-  double outputs, matrix;
-};
-Tf32Bounds tf32_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSequence& x,
-                            const testing::MlstmSequence& absolute, int first, int n, testing::HostMlstmState state,
-                            testing::HostMlstmState magnitudes, std::span<const float> want) {
-  const int d = shape.head_dim, group = shape.query_heads / shape.states;
-  const double query_scale = 1.0 / std::sqrt(double(d));  // q̂ = q/√d
-  const float *q = absolute.q.data(), *k = absolute.k.data(), *v = absolute.v.data();
-  std::vector<float> ignored(std::size_t(shape.query_heads) * d), magnitude_out(ignored.size());
-  double bound_squares = 0, want_squares = 0;
-  for (int t = first; t < first + n; ++t) {
-    const float* input_gate = x.input_gate.data() + x.gate_offset(t);
-    const float* forget_gate = x.forget_gate.data() + x.gate_offset(t);
-    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         input_gate, forget_gate, 1, state.view(), ignored.data());
-    cpu::mlstm_recurrent(shape, q + x.q_offset(t), k + x.kv_offset(t), v + x.kv_offset(t),
-                         input_gate, forget_gate, 1, magnitudes.view(), magnitude_out.data());
-    for (int h = 0; h < shape.query_heads; ++h) {
-      const int s = h / group;
-      double dot = 0, magnitude_dot = 0;
-      for (int j = 0; j < d; ++j) {
-        const double query = query_scale * x.q[x.q_offset(t) + std::size_t(h) * d + j];
-        dot += query * state.normalizer[std::size_t(s) * d + j];
-        magnitude_dot += std::abs(query) * magnitudes.normalizer[std::size_t(s) * d + j];
-      }
-      const double floor = std::exp(-double(state.stabilizer[s]));
-      const double denominator = std::max(std::abs(dot), floor) + 1e-6;
-      const double magnitude_denominator = std::max(magnitude_dot, floor) + 1e-6;
-      for (int b = 0; b < d; ++b) {  // magnitude_out = |q̂|ᵀ|C| / its own denominator
-        const std::size_t at = std::size_t(h) * d + b;
-        const double bound = kTf32TermError * magnitude_out[at] * magnitude_denominator / denominator;
-        const double w = want[std::size_t(t - first) * shape.query_heads * d + at];
-        bound_squares += bound * bound, want_squares += w * w;
-      }
-    }
-  }
-  double matrix_bound_squares = 0, matrix_squares = 0;
-  for (std::size_t i = 0; i < state.matrix.size(); ++i) {
-    const double bound = 3 * 0x1p-11 * magnitudes.matrix[i];
-    matrix_bound_squares += bound * bound, matrix_squares += double(state.matrix[i]) * state.matrix[i];
-  }
-  return {std::sqrt(bound_squares / want_squares), std::sqrt(matrix_bound_squares / matrix_squares)};
-}
-
-// n tokens from a non-zero state (kPrefixTokens run on the CPU): the GPU prefill — one call, or two
-// calls split after `split` tokens — against cpu::mlstm_recurrent over the n tokens in one call
-// (C, n carried in double, rounded once): outputs, and the state the calls leave.
-void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates gates, int split, std::mt19937& rng,
-                                      ErrorLog& log, cuda::MlstmProducts products = cuda::MlstmProducts::Fp32) {
-  const testing::MlstmSequence x = mlstm_sequence(shape, kPrefixTokens + n, gates, rng);
-  testing::HostMlstmState cpu_state(shape);
-  std::vector<float> out_cpu(x.q.size());
-  cpu::mlstm_recurrent(shape, x.q.data(), x.k.data(), x.v.data(), x.input_gate.data(), x.forget_gate.data(),
-                       kPrefixTokens, cpu_state.view(), out_cpu.data());
-  testing::DeviceMlstmState gpu_state(cpu_state);
-  const testing::HostMlstmState entering = cpu_state;
-
-  const std::size_t from = x.q_offset(kPrefixTokens), outputs = x.q.size() - from;
-  const std::size_t kv_from = x.kv_offset(kPrefixTokens), gates_from = x.gate_offset(kPrefixTokens);
-  // kTolerance, or the error the fp32 state may carry through a cancelling denominator (8·2^-24·κ:
-  // the numerator's own cancellation and a rounding per chunk boundary), whichever is larger.
-  const double conditioning = largest_denominator_conditioning(shape, x, kPrefixTokens, n, cpu_state);
-  double output_tolerance = std::max(kTolerance, 8 * 0x1p-24 * conditioning), matrix_tolerance = kTolerance;
-  cpu::mlstm_recurrent(shape, x.q.data() + from, x.k.data() + kv_from, x.v.data() + kv_from,
-                       x.input_gate.data() + gates_from, x.forget_gate.data() + gates_from, n, cpu_state.view(),
-                       out_cpu.data() + from);
-  if (products == cuda::MlstmProducts::Tf32) {  // the |·| state after the prefix, then the bounds
-    testing::MlstmSequence magnitudes = x;
-    for (auto* values : {&magnitudes.q, &magnitudes.k, &magnitudes.v})
-      for (float& value : *values) value = std::abs(value);
-    testing::HostMlstmState magnitude_state(shape);
-    std::vector<float> ignored(x.q.size());
-    cpu::mlstm_recurrent(shape, magnitudes.q.data(), magnitudes.k.data(), magnitudes.v.data(),
-                         x.input_gate.data(), x.forget_gate.data(), kPrefixTokens, magnitude_state.view(),
-                         ignored.data());
-    const Tf32Bounds bounds = tf32_error_bound(shape, x, magnitudes, kPrefixTokens, n, entering, magnitude_state,
-                                               std::span<const float>(out_cpu).subspan(from));
-    output_tolerance = std::max(output_tolerance, bounds.outputs);
-    matrix_tolerance = bounds.matrix;
-  }
-
-  const auto q = on_device(testing::slice(x.q, from, outputs));
-  const auto k = on_device(testing::slice(x.k, kv_from, x.k.size() - kv_from));
-  const auto v = on_device(testing::slice(x.v, kv_from, x.v.size() - kv_from));
-  const std::size_t gate_count = std::size_t(n) * shape.states;
-  const auto input_gate = on_device(testing::slice(x.input_gate, gates_from, gate_count));
-  const auto forget_gate = on_device(testing::slice(x.forget_gate, gates_from, gate_count));
-  auto out = poisoned<float>(outputs);
-  // Sized for all n tokens, it serves the shorter calls too; poisoned, so that nothing is read
-  // before this call writes it.
-  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
-  const auto run = [&](int begin, int count) {
-    testing::poison_shared_memory();  // an unwritten shared word read by the kernels is then NaN
-    cuda::mlstm_prefill(shape, q.data() + x.q_offset(begin), k.data() + x.kv_offset(begin),
-                        v.data() + x.kv_offset(begin), input_gate.data() + x.gate_offset(begin),
-                        forget_gate.data() + x.gate_offset(begin), count, gpu_state.view(),
-                        out.data() + x.q_offset(begin), products, workspace.data(), nullptr);
-  };
-  if (split > 0 && split < n) {
-    run(0, split);
-    run(split, n - split);
-  } else {
-    run(0, n);
-  }
-  testing::synchronize();
-  const double output_error = relative_error(out.download(), testing::slice(out_cpu, from, outputs));
-  EXPECT_LE(log.add(output_error), output_tolerance) << "denominator conditioning κ " << conditioning;
-  static ErrorLog margin{"mlstm prefill, error / its tolerance"};
-  margin.add(output_error / output_tolerance);
-  EXPECT_LE(relative_error(gpu_state.matrix.download(), cpu_state.matrix), matrix_tolerance);
-  EXPECT_LE(relative_error(gpu_state.normalizer.download(), cpu_state.normalizer), kTolerance);
-  EXPECT_LE(relative_error(gpu_state.stabilizer.download(), cpu_state.stabilizer), kStabilizerTolerance);
-}
-
-class MlstmKernels : public testing::CudaTest, public ::testing::WithParamInterface<MlstmCase> {};
-
-// expect_prefill_equals_recurrence for both gate regimes × `lengths`, in one call each, from a
-// fresh seed (printed with a failure).
-void expect_prefill_equals_recurrence_for(const cpu::MlstmShape& shape, std::initializer_list<int> lengths,
-                                          ErrorLog& log, cuda::MlstmProducts products) {
-  const unsigned seed = testing::fresh_seed();
-  std::mt19937 rng(seed);
-  for (const Gates gates : {Gates::Moderate, Gates::Strong})
-    for (int n : lengths) {
-      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n) + " " +
-                   name_of(gates));
-      expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, products);
-    }
-}
-
-// One chunk or less (1, 7, 64 = L), several with a partial last one (100, 333), both gate regimes.
-TEST_P(MlstmKernels, PrefillEqualsTheCpuRecurrenceFromANonZeroState) {
-  static ErrorLog log{"mlstm prefill"};
-  expect_prefill_equals_recurrence_for(GetParam().shape, {1, 7, 64, 100, 333}, log, cuda::MlstmProducts::Fp32);
-}
-
-// Consecutive calls continue one sequence: 77 then 223 tokens (neither a multiple of the chunk)
-// equal 300 in one call. Moderate gates: the state is rounded to fp32 between the calls, which a
-// cancelling q̂ᵀn under strong gates would magnify past the tolerance (tests/mlstm_test.cpp).
-TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
-  const cpu::MlstmShape shape = GetParam().shape;
-  const unsigned seed = testing::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape));
-  std::mt19937 rng(seed);
-  static ErrorLog log{"mlstm prefill, two calls"};
-  expect_prefill_equals_recurrence(shape, 300, Gates::Moderate, 77, rng, log);
-}
-
-// One TF32 pass (the bf16 and fp16 models' prefill): within tf32_error_bound of the same CPU
-// recurrence, both gate regimes, one chunk or less and several, after shared memory is poisoned
-// (C_c resident at d = 64 and 128, streamed otherwise); the state's n and m are the
-// normaliser path's and the stabilizer chain's, unchanged, so they keep the fp32 bounds.
-TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
-  static ErrorLog log{"mlstm prefill, one TF32 pass"};
-  expect_prefill_equals_recurrence_for(GetParam().shape, {7, 64, 333}, log, cuda::MlstmProducts::Tf32);
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
-                         [](const ::testing::TestParamInfo<MlstmCase>& info) {
-                           const auto& s = info.param.shape;
-                           return "Hq" + std::to_string(s.query_heads) + "_Hkv" + std::to_string(s.kv_heads) + "_S" +
-                                  std::to_string(s.states) + "_d" + std::to_string(s.head_dim);
-                         });
-
-// A whole 4,096-token prefill chunk of Qwen3-4B (64 chunks of 64: the scan and the stabilizer
-// chain over many chunks), state=kv and state=q, both gate regimes; and the same chunk in two calls.
-TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
-  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  const unsigned seed = testing::fresh_seed();
-  std::mt19937 rng(seed);
-  static ErrorLog log{"mlstm prefill, 4,096 tokens"};
-  for (const cpu::MlstmShape shape : {cpu::MlstmShape{32, 8, 8, 128}, cpu::MlstmShape{32, 8, 32, 128}}) {
-    for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
-      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " " + name_of(gates));
-      expect_prefill_equals_recurrence(shape, 4096, gates, 0, rng, log);
-    }
-    SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " two calls, 1,000 + 3,096");
-    expect_prefill_equals_recurrence(shape, 4096, Gates::Moderate, 1000, rng, log);
-    SCOPED_TRACE("one TF32 pass, strong gates");
-    static ErrorLog tf32_log{"mlstm prefill, 4,096 tokens, one TF32 pass"};
-    expect_prefill_equals_recurrence(shape, 4096, Gates::Strong, 0, rng, tf32_log, cuda::MlstmProducts::Tf32);
-  }
-}
 
 // =============================================================================================
 // Linear attention and LoLCATs
