@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
     }
   }
 
-  // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
+  // 4. Per head: [h | S] = q·[C_c | Kᵀ] (stages of kStageColumns of d), h ← h·e_τ/√d, S' = S·W/√d,
   //    h += S'·V, out = h / denominator. Warps: L/32 rows of two m-tiles (tiles τ and L/16−1−τ: the
   //    causal work balances) × the n-tiles of 8 columns dealt round-robin. A fragments (q, S') and
   //    the Kᵀ fragments by ldmatrix; the C and V fragments (k-major in shared memory) by scalar
