@@ -95,26 +95,41 @@ testing::MlstmSequence mlstm_sequence(const cpu::MlstmShape& shape, int tokens, 
 // carries the state from chunk to chunk in fp32 (2^-24 relative per element) where the CPU keeps
 // double, so a cancelling q̂ᵀn under strong gates moves the output by ~2^-24·κ: a seed once gave
 // 1.4e-5 at n = 100, d = 256 (two chunks).
+// h_t's denominator for query head h, max(|q̂ᵀn|, e^{−m}) + 1e-6 (DESIGN.md mlstm) from `state`
+// after token t, and the sum of the magnitudes of q̂ᵀn's terms, Σ_j |q̂_j n_j|.
+struct Denominator {
+  double value, term_magnitudes;
+};
+Denominator denominator_of(const cpu::MlstmShape& shape, const testing::MlstmSequence& x, int t, int h,
+                           const testing::HostMlstmState& state) {
+  const int d = shape.head_dim, s = h / (shape.query_heads / shape.states);  // the state head h reads
+  const double query_scale = 1.0 / std::sqrt(double(d));                   // q̂ = q/√d
+  double dot = 0, magnitudes = 0;
+  for (int j = 0; j < d; ++j) {
+    const double term = query_scale * x.q[x.q_offset(t) + std::size_t(h) * d + j] * state.normalizer[std::size_t(s) * d + j];
+    dot += term;
+    magnitudes += std::abs(term);
+  }
+  return {std::max(std::abs(dot), std::exp(-double(state.stabilizer[s]))) + 1e-6, magnitudes};
+}
+
+// Steps `state` through token t of x (its outputs to `out`, [Hq, d]).
+void step(const cpu::MlstmShape& shape, const testing::MlstmSequence& x, int t, testing::HostMlstmState& state,
+          std::vector<float>& out) {
+  cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
+                       x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
+                       state.view(), out.data());
+}
+
 double largest_denominator_conditioning(const cpu::MlstmShape& shape, const testing::MlstmSequence& x, int first,
                                         int n, testing::HostMlstmState state) {
-  const int d = shape.head_dim, group = shape.query_heads / shape.states;
-  const double query_scale = 1.0 / std::sqrt(double(d));  // q̂ = q/√d
-  std::vector<float> ignored(std::size_t(shape.query_heads) * d);
+  std::vector<float> ignored(std::size_t(shape.query_heads) * shape.head_dim);
   double largest = 1;
   for (int t = first; t < first + n; ++t) {
-    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         x.input_gate.data() + x.gate_offset(t), x.forget_gate.data() + x.gate_offset(t), 1,
-                         state.view(), ignored.data());
+    step(shape, x, t, state, ignored);
     for (int h = 0; h < shape.query_heads; ++h) {
-      const int s = h / group;  // the state head query head h reads
-      double dot = 0, magnitude = 0;
-      for (int j = 0; j < d; ++j) {
-        const double term = query_scale * x.q[x.q_offset(t) + std::size_t(h) * d + j] * state.normalizer[std::size_t(s) * d + j];
-        dot += term;
-        magnitude += std::abs(term);
-      }
-      const double denominator = std::max(std::abs(dot), std::exp(-double(state.stabilizer[s]))) + 1e-6;
-      largest = std::max(largest, magnitude / denominator);
+      const Denominator denominator = denominator_of(shape, x, t, h, state);
+      largest = std::max(largest, denominator.term_magnitudes / denominator.value);
     }
   }
   return largest;
@@ -133,29 +148,16 @@ struct Tf32Bounds {
 Tf32Bounds tf32_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSequence& x,
                             const testing::MlstmSequence& absolute, int first, int n, testing::HostMlstmState state,
                             testing::HostMlstmState magnitudes, std::span<const float> want) {
-  const int d = shape.head_dim, group = shape.query_heads / shape.states;
-  const double query_scale = 1.0 / std::sqrt(double(d));  // q̂ = q/√d
-  const float *q = absolute.q.data(), *k = absolute.k.data(), *v = absolute.v.data();
+  const int d = shape.head_dim;
   std::vector<float> ignored(std::size_t(shape.query_heads) * d), magnitude_out(ignored.size());
   double bound_squares = 0, want_squares = 0;
   for (int t = first; t < first + n; ++t) {
-    const float* input_gate = x.input_gate.data() + x.gate_offset(t);
-    const float* forget_gate = x.forget_gate.data() + x.gate_offset(t);
-    cpu::mlstm_recurrent(shape, x.q.data() + x.q_offset(t), x.k.data() + x.kv_offset(t), x.v.data() + x.kv_offset(t),
-                         input_gate, forget_gate, 1, state.view(), ignored.data());
-    cpu::mlstm_recurrent(shape, q + x.q_offset(t), k + x.kv_offset(t), v + x.kv_offset(t),
-                         input_gate, forget_gate, 1, magnitudes.view(), magnitude_out.data());
+    step(shape, x, t, state, ignored);
+    step(shape, absolute, t, magnitudes, magnitude_out);
     for (int h = 0; h < shape.query_heads; ++h) {
-      const int s = h / group;
-      double dot = 0, magnitude_dot = 0;
-      for (int j = 0; j < d; ++j) {
-        const double query = query_scale * x.q[x.q_offset(t) + std::size_t(h) * d + j];
-        dot += query * state.normalizer[std::size_t(s) * d + j];
-        magnitude_dot += std::abs(query) * magnitudes.normalizer[std::size_t(s) * d + j];
-      }
-      const double floor = std::exp(-double(state.stabilizer[s]));
-      const double denominator = std::max(std::abs(dot), floor) + 1e-6;
-      const double magnitude_denominator = std::max(magnitude_dot, floor) + 1e-6;
+      const double denominator = denominator_of(shape, x, t, h, state).value;
+      // the |·| run's own denominator (same m: the gates are x's), which magnitude_out divides by
+      const double magnitude_denominator = denominator_of(shape, absolute, t, h, magnitudes).value;
       for (int b = 0; b < d; ++b) {  // magnitude_out = |q̂|ᵀ|C| / its own denominator
         const std::size_t at = std::size_t(h) * d + b;
         const double bound = kTf32TermError * magnitude_out[at] * magnitude_denominator / denominator;
