@@ -241,10 +241,33 @@ std::vector<BifocalCase> all_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, BifocalDecode, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<BifocalCase>& info) { return name_of(info.param); });
 
-// The prefill mix: out ← T(o·mlstm_out + (1 − o)·window_out), o = sigmoid(gate), per head.
+// The prefill mix: out ← T(o·mlstm_out + (1 − o)·window_out), o = sigmoid(gate), per head; the
+// branches in T, the gates in rows of gate_stride floats (the mixer's [input | forget | mix] rows).
 template <typename T>
 class BifocalMix : public testing::CudaTest {};
 TYPED_TEST_SUITE(BifocalMix, testing::StorageTypes, testing::StorageTypeNames);
+
+struct MixInputs {
+  int n, hq, d, gate_stride;
+  std::vector<float> gates, memory, window;  // gates [n, gate_stride], the mix gate at columns 3 … 3 + hq
+  std::vector<float> want;                   // the formula in double on the branches as stored in T
+};
+
+template <typename T>
+MixInputs mix_inputs(int n, int hq, int d, std::mt19937& rng) {
+  MixInputs x{n, hq, d, hq + 5};
+  // The other columns of a gate row hold values that would change the result if read.
+  x.gates = testing::normal_vector(std::size_t(n) * x.gate_stride, rng, 0, 3);
+  x.memory = testing::as_stored<T>(testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1));
+  x.window = testing::as_stored<T>(testing::normal_vector(x.memory.size(), rng, 0, 1));
+  x.want.resize(x.memory.size());
+  for (std::size_t i = 0; i < x.want.size(); ++i) {
+    const std::size_t row = i / d, token = row / hq, head = row % hq;
+    const double o = 1.0 / (1.0 + std::exp(-double(x.gates[token * x.gate_stride + 3 + head])));
+    x.want[i] = float(o * x.memory[i] + (1.0 - o) * x.window[i]);
+  }
+  return x;
+}
 
 // Against the formula in double, rounded once to T: fp32's error, or half a unit of T's last place.
 TYPED_TEST(BifocalMix, IsTheGateFormulaInTheStorageType) {
@@ -255,49 +278,51 @@ TYPED_TEST(BifocalMix, IsTheGateFormulaInTheStorageType) {
   const double bound = std::is_same_v<T, float> ? 1e-6 : std::is_same_v<T, __half> ? 1.0 / 2048 : 1.0 / 256;
   for (const int d : {24, 22}) {  // four elements a thread; one at a time (d not a multiple of 4)
     SCOPED_TRACE("d " + std::to_string(d));
-    const int n = 7, hq = 6;
-    const auto gate = testing::normal_vector(std::size_t(n) * hq, rng, 0, 3);
-    const auto memory = testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1);
-    const auto window = testing::normal_vector(memory.size(), rng, 0, 1);
-    std::vector<float> want(memory.size());
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const double o = 1.0 / (1.0 + std::exp(-double(gate[i / d])));
-      want[i] = float(o * memory[i] + (1.0 - o) * window[i]);
-    }
-    const auto gpu_gate = on_device(gate), gpu_memory = on_device(memory), gpu_window = on_device(window);
-    auto gpu_out = testing::upload(std::vector<T>(memory.size()));
-    cuda::bifocal_mix<T>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), gpu_out.data(), n, hq, d, nullptr);
+    const MixInputs x = mix_inputs<T>(7, 6, d, rng);
+    const auto gpu_gates = on_device(x.gates);
+    const auto gpu_memory = testing::upload(testing::to_storage<T>(x.memory));
+    const auto gpu_window = testing::upload(testing::to_storage<T>(x.window));
+    auto gpu_out = testing::upload(std::vector<T>(x.memory.size()));
+    cuda::bifocal_mix<T>(gpu_gates.data() + 3, x.gate_stride, gpu_memory.data(), gpu_window.data(), gpu_out.data(),
+                         x.n, x.hq, d, nullptr);
     testing::synchronize();
-    EXPECT_LE(relative_error(testing::download_floats(gpu_out), want), bound);
-    EXPECT_EQ(gpu_window.download(), window);  // the branches are inputs
+    EXPECT_LE(relative_error(testing::download_floats(gpu_out), x.want), bound);
+    EXPECT_EQ(testing::download_floats(gpu_window), x.window);  // the branches are inputs
+    EXPECT_EQ(testing::download_floats(gpu_memory), x.memory);
   }
 }
 
-// fp32 storage writes the mix over the window branch (its output buffer there).
-TEST(BifocalMixInPlace, Fp32OverwritesTheWindowBranch) {
-  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+// The mixer writes the mix over its window branch: the same bits as into a separate buffer.
+TYPED_TEST(BifocalMix, WritesOverTheWindowBranchAsIntoItsOwnBuffer) {
+  using T = TypeParam;
   std::mt19937 rng(testing::fresh_seed());
-  const int n = 3, hq = 2, d = 8;
-  const auto gate = testing::normal_vector(std::size_t(n) * hq, rng, 0, 3);
-  const auto memory = testing::normal_vector(std::size_t(n) * hq * d, rng, 0, 1);
-  const auto window = testing::normal_vector(memory.size(), rng, 0, 1);
-  const auto gpu_gate = on_device(gate), gpu_memory = on_device(memory);
-  auto gpu_window = on_device(window);
-  auto separate = on_device(std::vector<float>(memory.size()));
-  cuda::bifocal_mix<float>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), separate.data(), n, hq, d, nullptr);
-  cuda::bifocal_mix<float>(gpu_gate.data(), gpu_memory.data(), gpu_window.data(), gpu_window.data(), n, hq, d, nullptr);
-  testing::synchronize();
-  EXPECT_EQ(gpu_window.download(), separate.download());
+  for (const int d : {8, 6}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    const MixInputs x = mix_inputs<T>(3, 2, d, rng);
+    const auto gpu_gates = on_device(x.gates);
+    const auto gpu_memory = testing::upload(testing::to_storage<T>(x.memory));
+    auto gpu_window = testing::upload(testing::to_storage<T>(x.window));
+    auto separate = testing::upload(std::vector<T>(x.memory.size()));
+    cuda::bifocal_mix<T>(gpu_gates.data() + 3, x.gate_stride, gpu_memory.data(), gpu_window.data(), separate.data(),
+                         x.n, x.hq, d, nullptr);
+    cuda::bifocal_mix<T>(gpu_gates.data() + 3, x.gate_stride, gpu_memory.data(), gpu_window.data(),
+                         gpu_window.data(), x.n, x.hq, d, nullptr);
+    testing::synchronize();
+    EXPECT_EQ(testing::download_floats(gpu_window), testing::download_floats(separate));
+  }
 }
 
-TEST(BifocalMixInPlace, AMisalignedOutputIsRefusedByName) {
+TEST(BifocalMixArguments, AMisalignedOutputOrAShortGateRowIsRefusedByName) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const int n = 2, hq = 2, d = 8;
   auto buffer = on_device(std::vector<float>(std::size_t(n) * hq * d + 1));
   const auto gate = on_device(std::vector<float>(std::size_t(n) * hq));
   testing::expect_error(
-      [&] { cuda::bifocal_mix<float>(gate.data(), buffer.data(), buffer.data(), buffer.data() + 1, n, hq, d, nullptr); },
+      [&] { cuda::bifocal_mix<float>(gate.data(), hq, buffer.data(), buffer.data(), buffer.data() + 1, n, hq, d, nullptr); },
       {"bifocal_mix", "aligned"});
+  testing::expect_error(
+      [&] { cuda::bifocal_mix<float>(gate.data(), hq - 1, buffer.data(), buffer.data(), buffer.data(), n, hq, d, nullptr); },
+      {"bifocal_mix", "gate stride 1", "2 query heads"});
 }
 
 }  // namespace

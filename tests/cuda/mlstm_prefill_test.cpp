@@ -31,6 +31,7 @@
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "cuda/recurrent_test_support.h"
 #include "cuda/shared_memory_poison.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -223,10 +224,11 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
   const auto run = [&](int begin, int count) {
     testing::poison_shared_memory();  // an unwritten shared word read by the kernels is then NaN
+    const cuda::MlstmGateInputs gates{input_gate.data() + x.gate_offset(begin),
+                                      forget_gate.data() + x.gate_offset(begin), shape.states};
     cuda::mlstm_prefill(shape, q.data() + x.q_offset(begin), k.data() + x.kv_offset(begin),
-                        v.data() + x.kv_offset(begin), input_gate.data() + x.gate_offset(begin),
-                        forget_gate.data() + x.gate_offset(begin), count, gpu_state.view(),
-                        out.data() + x.q_offset(begin), products, workspace.data(), nullptr);
+                        v.data() + x.kv_offset(begin), gates, count, gpu_state.view(), out.data() + x.q_offset(begin),
+                        products, workspace.data(), nullptr);
   };
   if (split > 0 && split < n) {
     run(0, split);
@@ -312,6 +314,71 @@ TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
     static ErrorLog tf32_log{"mlstm prefill, 4,096 tokens, one TF32 pass"};
     expect_prefill_equals_recurrence(shape, 4096, Gates::Strong, 0, rng, tf32_log, cuda::MlstmProducts::Tf32);
   }
+}
+
+// The mixers' calls: the gates in rows of a token's [input | forget | mix] pre-activations, and the
+// outputs in the model's bf16 or fp16. The same call on gates of their own with fp32 outputs is
+// the reference: the narrow outputs are its outputs rounded to nearest, bit for bit, and the
+// states the same bits (the kernels compute the same values; only the store differs).
+template <typename Out>
+void expect_strided_gates_and_narrow_outputs_round_the_float_call(const cpu::MlstmShape& shape, int n,
+                                                                  std::mt19937& rng) {
+  const testing::MlstmSequence x = mlstm_sequence(shape, n, Gates::Moderate, rng);
+  const int S = shape.states, stride = 2 * S + shape.query_heads;
+  std::vector<float> rows(std::size_t(n) * stride);
+  std::normal_distribution<float> unread(0.0f, 50.0f);  // the mix columns: read, they would show
+  for (int j = 0; j < n; ++j)
+    for (int column = 0; column < stride; ++column)
+      rows[std::size_t(j) * stride + column] = column < S       ? x.input_gate[x.gate_offset(j) + column]
+                                               : column < 2 * S ? x.forget_gate[x.gate_offset(j) + column - S]
+                                                                : unread(rng);
+  testing::HostMlstmState start(shape);
+  for (float& value : start.matrix) value = unread(rng) / 500;
+  testing::DeviceMlstmState reference_state(start), state(start);
+  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v);
+  const auto input_gate = on_device(x.input_gate), forget_gate = on_device(x.forget_gate);
+  const auto gate_rows = on_device(rows);
+  auto reference = poisoned<float>(x.q.size());
+  auto out = testing::upload(std::vector<Out>(x.q.size()));
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
+  const auto products = cuda::MlstmProducts::Tf32;  // the bf16 and fp16 models' pass
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {input_gate.data(), forget_gate.data(), S}, n,
+                      reference_state.view(), reference.data(), products, workspace.data(), nullptr);
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {gate_rows.data(), gate_rows.data() + S, stride}, n,
+                      state.view(), out.data(), products, workspace.data(), nullptr);
+  testing::synchronize();
+  EXPECT_EQ(testing::download_floats(out), testing::as_stored<Out>(reference.download()));
+  EXPECT_EQ(state.matrix.download(), reference_state.matrix.download());
+  EXPECT_EQ(state.normalizer.download(), reference_state.normalizer.download());
+  EXPECT_EQ(state.stabilizer.download(), reference_state.stabilizer.download());
+}
+
+TEST_P(MlstmKernels, StridedGatesAndNarrowOutputsRoundTheFloatCallsOutputs) {
+  const cpu::MlstmShape shape = GetParam().shape;
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape));
+  std::mt19937 rng(seed);
+  for (int n : {7, 150}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    expect_strided_gates_and_narrow_outputs_round_the_float_call<__nv_bfloat16>(shape, n, rng);
+    expect_strided_gates_and_narrow_outputs_round_the_float_call<__half>(shape, n, rng);
+  }
+}
+
+TEST(MlstmPrefillArguments, AGateStrideShorterThanTheStatesIsRefusedByName) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const cpu::MlstmShape shape{8, 2, 2, 16};
+  const int n = 4;
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
+  auto buffer = on_device(std::vector<float>(std::size_t(n) * shape.query_heads * shape.head_dim));
+  testing::HostMlstmState host(shape);
+  testing::DeviceMlstmState state(host);
+  testing::expect_error(
+      [&] {
+        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 1}, n,
+                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr);
+      },
+      {"mlstm_prefill", "gate stride 1", "2 state heads"});
 }
 
 }  // namespace

@@ -27,7 +27,7 @@
 // mLSTM step pays one round trip (~2 µs expected, DESIGN.md "Measuring": a Qwen3-4B layer's
 // Bifocal decode should then cost swa's + ~2 µs).
 //
-// bifocal_mix is the prefill's mix, one elementwise kernel (12 bytes per element).
+// bifocal_mix is the prefill's mix, one elementwise kernel (3·sizeof(T) bytes per element).
 #include "backend/cuda/bifocal_decode.cuh"
 
 #include <algorithm>
@@ -52,28 +52,33 @@ struct BifocalWorkspace {
         total_bytes(window_offset + std::size_t(shape.query_heads) * shape.head_dim * sizeof(float)) {}
 };
 
-// out = o·memory + (1 − o)·window, o = sigmoid(gate), written in the storage type T (the o_proj's
-// input: no separate conversion pass). Memory bound: 8 bytes read and sizeof(T) written an
-// element. Four elements a thread where a head's d is a multiple of 4 (they share one gate).
+// out = o·memory + (1 − o)·window, o = sigmoid(gate), in the storage type T: both branches come in
+// T (as swa's and mlstm's outputs do) and the mix is rounded once more. Memory bound: 3·sizeof(T)
+// bytes an element. Four elements a thread where a head's d is a multiple of 4 (they share one
+// gate). Each thread reads its elements before it writes them, so out may be either branch.
 template <typename T>
-__global__ void bifocal_mix_kernel(const float* mix_gate, const float* mlstm_out, const float* window_out, T* out,
-                                   std::int64_t count, int head_dim) {
+__global__ void bifocal_mix_kernel(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out,
+                                   T* out, std::int64_t count, int query_heads, int head_dim) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // both branches and the gates come from earlier kernels
+  const auto gate_of = [&](std::int64_t element) {  // token element / (Hq·d), head (element / d) % Hq
+    const std::int64_t row = element / head_dim;
+    const float o = 1.0f / (1.0f + expf(-mix_gate[row / query_heads * gate_stride + row % query_heads]));
+    return o;  // as bifocal_mixer.cpp
+  };
   const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
   if (head_dim % 4 == 0) {
     for (std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; q < count / 4; q += stride) {
-      const float o = 1.0f / (1.0f + expf(-mix_gate[4 * q / head_dim]));  // as bifocal_mixer.cpp
-      const float4 m = reinterpret_cast<const float4*>(mlstm_out)[q];
-      const float4 w = reinterpret_cast<const float4*>(window_out)[q];
+      const float o = gate_of(4 * q);
+      const float4 m = device::load4(mlstm_out + 4 * q), w = device::load4(window_out + 4 * q);
       device::store4(out + 4 * q, make_float4(o * m.x + (1.0f - o) * w.x, o * m.y + (1.0f - o) * w.y,
                                               o * m.z + (1.0f - o) * w.z, o * m.w + (1.0f - o) * w.w));
     }
     return;
   }
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count; i += stride) {
-    const float o = 1.0f / (1.0f + expf(-mix_gate[i / head_dim]));
-    out[i] = device::from_float<T>(o * mlstm_out[i] + (1.0f - o) * window_out[i]);
+    const float o = gate_of(i);
+    out[i] = device::from_float<T>(o * device::to_float(mlstm_out[i]) + (1.0f - o) * device::to_float(window_out[i]));
   }
 }
 
@@ -118,23 +123,27 @@ template void bifocal_decode<float>(const BifocalDecodeArgs<float>&, cudaStream_
 template void bifocal_decode<__half>(const BifocalDecodeArgs<__half>&, cudaStream_t);
 
 template <typename T>
-void bifocal_mix(const float* mix_gate, const float* mlstm_out, const float* window_out, T* out, int n,
+void bifocal_mix(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out, T* out, int n,
                  int query_heads, int head_dim, cudaStream_t stream) {
   const std::int64_t count = std::int64_t(n) * query_heads * head_dim;
   if (count == 0) return;
-  const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
-  if (head_dim % 4 == 0 && !(aligned(mlstm_out, 16) && aligned(window_out, 16) && aligned(out, 4 * sizeof(T))))
-    fail("bifocal_mix", "the branches must be 16-byte aligned and the output aligned to 4 elements");
+  if (gate_stride < query_heads)
+    fail("bifocal_mix", "gate stride " + std::to_string(gate_stride) + " is less than the " +
+                            std::to_string(query_heads) + " query heads");
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0; };
+  if (head_dim % 4 == 0 && !(aligned(mlstm_out) && aligned(window_out) && aligned(out)))
+    fail("bifocal_mix", "the branches and the output must be aligned to 4 elements");
   constexpr int threads = 256;
   const std::int64_t items = head_dim % 4 == 0 ? count / 4 : count;
   const int blocks = int(std::min<std::int64_t>((items + threads - 1) / threads, 4096));
   launch_dependent(bifocal_mix_kernel<T>, dim3(blocks), dim3(threads), 0, stream, "bifocal_mix_kernel", mix_gate,
-                   mlstm_out, window_out, out, count, head_dim);
+                   gate_stride, mlstm_out, window_out, out, count, query_heads, head_dim);
 }
 
-template void bifocal_mix<__nv_bfloat16>(const float*, const float*, const float*, __nv_bfloat16*, int, int, int,
-                                         cudaStream_t);
-template void bifocal_mix<float>(const float*, const float*, const float*, float*, int, int, int, cudaStream_t);
-template void bifocal_mix<__half>(const float*, const float*, const float*, __half*, int, int, int, cudaStream_t);
+template void bifocal_mix<__nv_bfloat16>(const float*, int, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+                                         int, int, int, cudaStream_t);
+template void bifocal_mix<float>(const float*, int, const float*, const float*, float*, int, int, int, cudaStream_t);
+template void bifocal_mix<__half>(const float*, int, const __half*, const __half*, __half*, int, int, int,
+                                  cudaStream_t);
 
 }  // namespace bifocal::cuda

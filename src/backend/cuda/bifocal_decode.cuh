@@ -67,11 +67,12 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream);
 
 // The same mix for n tokens (the prefill path, after the window attention and the chunkwise
 // mLSTM have run separately), in the storage type: out[i, h, :] = T(o·mlstm_out[i, h, :] +
-// (1 − o)·window_out[i, h, :]), o = sigmoid(mix_gate[i, h]). mix_gate [n, Hq]; mlstm_out,
-// window_out, out [n, Hq, d]; out may be window_out when T is float. Where d is a multiple of 4
-// the branches must be 16-byte aligned and out aligned to 4 elements (else bifocal::Error).
+// (1 − o)·window_out[i, h, :]), o = sigmoid(mix_gate[i·gate_stride + h]). mix_gate rows of
+// gate_stride ≥ Hq floats; mlstm_out, window_out, out [n, Hq, d] in T; out may be either branch
+// (the mixer writes over its window branch). Where d is a multiple of 4 the three must be aligned
+// to 4 elements (else bifocal::Error).
 template <typename T>
-void bifocal_mix(const float* mix_gate, const float* mlstm_out, const float* window_out, T* out, int n,
+void bifocal_mix(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out, T* out, int n,
                  int query_heads, int head_dim, cudaStream_t stream);
 
 }  // namespace bifocal::cuda

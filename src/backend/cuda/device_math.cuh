@@ -75,11 +75,30 @@ __device__ __forceinline__ bool key_visible(std::int64_t p, std::int64_t kp, int
   return p - kp < window - sink_tokens;
 }
 
+// Two floats into 2 consecutive elements of T (8 bytes of fp32, 4 of bf16 or fp16), aligned.
+template <typename T>
+__device__ __forceinline__ void store2(T* dst, float a, float b) {
+  if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float2*>(dst) = make_float2(a, b);
+  else *reinterpret_cast<std::uint32_t*>(dst) = pack_pair<T>(a, b);
+}
+
 // Four floats into 4 consecutive elements of T (16 bytes of fp32, 8 of bf16 or fp16), aligned.
 template <typename T>
 __device__ __forceinline__ void store4(T* dst, float4 x) {
   if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float4*>(dst) = x;
   else *reinterpret_cast<uint2*>(dst) = make_uint2(pack_pair<T>(x.x, x.y), pack_pair<T>(x.z, x.w));
+}
+
+// 4 consecutive elements of T as floats (16 bytes of fp32, 8 of bf16 or fp16), aligned.
+template <typename T>
+__device__ __forceinline__ float4 load4(const T* src) {
+  if constexpr (std::is_same_v<T, float>) {
+    return *reinterpret_cast<const float4*>(src);
+  } else {
+    const uint2 raw = *reinterpret_cast<const uint2*>(src);
+    const float2 low = unpack_pair<T>(raw.x), high = unpack_pair<T>(raw.y);
+    return make_float4(low.x, low.y, high.x, high.y);
+  }
 }
 
 // 16 bytes of T as floats: 8 bf16, 8 fp16 or 4 fp32 (the pointer argument only selects the

@@ -5,7 +5,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <array>
+#include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -55,12 +56,19 @@ DeviceMixer<T>::DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int 
     fail("mixer '" + spec.to_string() + "'", "positions=rolling is not available on the CUDA backend yet (use --backend cpu)");
   sink_tokens_ = spec.sink == MixerSpec::Sink::Tokens ? spec.sink_tokens : 0;
   if (spec.sink == MixerSpec::Sink::Learned) learned_sinks_ = upload_as<float>(p.sinks);
-  input_gate_weight_ = upload_as<T>(p.input_gate_weight);
-  input_gate_bias_ = upload_as<T>(p.input_gate_bias);
-  forget_gate_weight_ = upload_as<T>(p.forget_gate_weight);
-  forget_gate_bias_ = upload_as<T>(p.forget_gate_bias);
-  mix_gate_weight_ = upload_as<T>(p.mix_gate_weight);
-  mix_gate_bias_ = upload_as<T>(p.mix_gate_bias);
+  if (gate_count() > 0) {  // [input; forget; mix] rows, as gate_rows() reads them
+    std::vector<float> weight, bias;
+    for (const auto* block : {&p.input_gate_weight, &p.forget_gate_weight, &p.mix_gate_weight})
+      weight.insert(weight.end(), block->begin(), block->end());
+    for (const auto* block : {&p.input_gate_bias, &p.forget_gate_bias, &p.mix_gate_bias})
+      bias.insert(bias.end(), block->begin(), block->end());
+    if (weight.size() != std::size_t(gate_count()) * hidden || bias.size() != std::size_t(gate_count()))
+      fail("mixer '" + spec.to_string() + "'", "gate projections of " + std::to_string(weight.size()) +
+                                                   " weights and " + std::to_string(bias.size()) + " biases, expected " +
+                                                   std::to_string(gate_count()) + " rows of " + std::to_string(hidden));
+    gate_weight_ = upload_as<T>(weight);
+    gate_bias_ = upload_as<T>(bias);
+  }
   if (spec.feature == MixerSpec::Feature::Hedgehog) feature_map_ = upload_as<float>(p.feature_map);
   window_factor_ = upload_as<float>(p.window_factor);
 }
@@ -68,6 +76,20 @@ DeviceMixer<T>::DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int 
 template <typename T>
 int DeviceMixer<T>::state_heads() const {
   return spec_.state == MixerSpec::StatePlacement::PerKvHead ? shape_.kv_heads : shape_.query_heads;
+}
+
+template <typename T>
+int DeviceMixer<T>::gate_count() const {
+  if (spec_.kind == Kind::Mlstm) return 2 * state_heads();
+  if (spec_.kind == Kind::Bifocal) return 2 * state_heads() + shape_.query_heads;
+  return 0;
+}
+
+template <typename T>
+typename DeviceMixer<T>::GateRows DeviceMixer<T>::gate_rows() const {
+  const std::size_t S = state_heads(), hidden = hidden_;
+  const T *weight = gate_weight_.data(), *bias = gate_bias_.data();
+  return {weight, bias, weight + S * hidden, bias + S, weight + 2 * S * hidden, bias + 2 * S};
 }
 
 template <typename T>
@@ -117,14 +139,14 @@ DeviceMixerScratchSizes DeviceMixer<T>::scratch_sizes(std::int64_t capacity, int
   if (spec_.kind == Kind::Linear) sizes.workspace_bytes = linear_prefill_workspace_bytes(linear, chunk);
   if (spec_.kind == Kind::Lolcats) sizes.workspace_bytes = lolcats_prefill_workspace_bytes(linear, chunk);
   if (spec_.kind == Kind::Mlstm || spec_.kind == Kind::Bifocal) {
-    sizes.gates = n * (2 * std::size_t(state_heads()) + shape_.query_heads);
+    sizes.gates = n * std::size_t(gate_count());
     // the chunk-parallel mLSTM prefill's per-chunk states (Bifocal: shared with the decode's)
     sizes.workspace_bytes = std::max(
         sizes.workspace_bytes,
         mlstm_prefill_workspace_bytes({shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim}, chunk));
   }
-  if (spec_.kind != Kind::Full && spec_.kind != Kind::SlidingWindow) sizes.branch = n * out_row;
-  if (spec_.kind == Kind::Bifocal) sizes.window_branch = n * out_row;
+  if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) sizes.branch = n * out_row;
+  if (spec_.kind == Kind::Bifocal) sizes.memory_branch = n * out_row;
   return sizes;
 }
 
@@ -133,7 +155,7 @@ void DeviceMixerScratchSizes::grow_to(const DeviceMixerScratchSizes& other) {
   gathered_positions = std::max(gathered_positions, other.gathered_positions);
   gates = std::max(gates, other.gates);
   branch = std::max(branch, other.branch);
-  window_branch = std::max(window_branch, other.window_branch);
+  memory_branch = std::max(memory_branch, other.memory_branch);
   workspace_bytes = std::max(workspace_bytes, other.workspace_bytes);
 }
 
@@ -145,7 +167,7 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
   scratch.gathered_positions = DeviceBuffer<std::int64_t>(gathered_positions);
   scratch.gates = DeviceBuffer<float>(gates);
   scratch.branch = DeviceBuffer<float>(branch);
-  scratch.window_branch = DeviceBuffer<float>(window_branch);
+  scratch.memory_branch = DeviceBuffer<T>(memory_branch);
   scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
   return scratch;
 }
@@ -161,28 +183,18 @@ void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
     if (b->size()) check(cudaMemsetAsync(b->data(), 0, b->bytes(), stream), "reset state");
 }
 
-// The mLSTM gates (and Bifocal's mix gate) from the layer input: x·Wᵀ + b, one per state head.
+// The mLSTM gates (and Bifocal's mix gate) from the layer input: x·Wᵀ + b in one product, a
+// token's gate_count() pre-activations side by side ([input S | forget S | mix Hq]).
 template <typename T>
 void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, const CublasHandle* cublas,
                                    cudaStream_t stream) const {
-  const int S = state_heads(), n = in.n;
-  float* input_gate = s.shared->gates.data();
-  float* forget_gate = input_gate + std::size_t(n) * S;
-  float* mix_gate = forget_gate + std::size_t(n) * S;
-  const bool mix = spec_.kind == Kind::Bifocal;
-  if (n == 1) {
-    std::array<GemvProduct<T>, 3> products = {
-        GemvProduct<T>{input_gate_weight_.data(), input_gate_bias_.data(), S, input_gate},
-        GemvProduct<T>{forget_gate_weight_.data(), forget_gate_bias_.data(), S, forget_gate},
-        GemvProduct<T>{mix_gate_weight_.data(), mix_gate_bias_.data(), shape_.query_heads, mix_gate}};
-    gemv_shared_input<T, T>(std::span<const GemvProduct<T>>(products.data(), mix ? 3 : 2), in.x, hidden_, false, stream);
+  float* gates = s.shared->gates.data();
+  if (in.n == 1) {
+    const GemvProduct<T> product{gate_weight_.data(), gate_bias_.data(), gate_count(), gates};
+    gemv_shared_input<T, T>(std::span<const GemvProduct<T>>(&product, 1), in.x, hidden_, false, stream);
     return;
   }
-  gemm<T>(*cublas, stream, in.x, input_gate_weight_.data(), input_gate_bias_.data(), n, hidden_, S, input_gate, false);
-  gemm<T>(*cublas, stream, in.x, forget_gate_weight_.data(), forget_gate_bias_.data(), n, hidden_, S, forget_gate, false);
-  if (mix)
-    gemm<T>(*cublas, stream, in.x, mix_gate_weight_.data(), mix_gate_bias_.data(), n, hidden_, shape_.query_heads,
-            mix_gate, false);
+  gemm<T>(*cublas, stream, in.x, gate_weight_.data(), gate_bias_.data(), in.n, hidden_, gate_count(), gates, false);
 }
 
 // A window's prefill (swa, Bifocal's window branch): the cached window and the new tokens side
@@ -190,7 +202,7 @@ void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerSta
 // first keeps it exact when new tokens evict old ones that earlier queries of the chunk still see
 // (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
 template <typename T>
-void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out_t, float* out_f,
+void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out,
                                     cudaStream_t stream) const {
   const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
   check(cudaMemcpyAsync(s.shared->gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
@@ -210,10 +222,7 @@ void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerSt
                                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
-  if (out_t != nullptr)
-    attention_prefill<T, T>(args, out_t, stream);
-  else
-    attention_prefill<T, float>(args, out_f, stream);
+  attention_prefill<T, T>(args, out, stream);
   store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
                     shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
 }
@@ -242,7 +251,7 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::SlidingWindow:
-      window_prefill(in, s, out, nullptr, stream);
+      window_prefill(in, s, out, stream);
       return;
     case Kind::Linear:
       linear_prefill(linear, hedgehog, in.queries, in.keys, in.values, in.n, {s.matrix.data(), s.normalizer.data()},
@@ -253,20 +262,23 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
                          {s.keys.data(), s.values.data(), {s.matrix.data(), s.normalizer.data()}, in.positions},
                          s.shared->branch.data(), scratch_of(s), stream);
       break;
-    case Kind::Mlstm:
+    case Kind::Mlstm: {  // the outputs in T straight from the kernel
       gate_products(in, s, &cublas, stream);
-      mlstm_prefill(mlstm, in.queries, in.keys, in.values, s.shared->gates.data(), s.shared->gates.data() + in.n * mlstm.states, in.n,
-                    cell, s.shared->branch.data(), mlstm_products, scratch_of(s), stream);
-      break;
+      const float* gates = s.shared->gates.data();
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
+                       out, mlstm_products, scratch_of(s), stream);
+      return;
+    }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
+      // Both branches in T, as swa and mlstm deliver theirs: the window's straight into out, the
+      // mix then written over it (bifocal_mix reads each element before it writes it).
       gate_products(in, s, &cublas, stream);
-      const float* input_gate = s.shared->gates.data();
-      const float* forget_gate = input_gate + std::size_t(in.n) * mlstm.states;
-      const float* mix_gate = forget_gate + std::size_t(in.n) * mlstm.states;
-      window_prefill(in, s, nullptr, s.shared->window_branch.data(), stream);
-      mlstm_prefill(mlstm, in.queries, in.keys, in.values, input_gate, forget_gate, in.n, cell, s.shared->branch.data(),
-                    mlstm_products, scratch_of(s), stream);
-      bifocal_mix<T>(mix_gate, s.shared->branch.data(), s.shared->window_branch.data(), out, in.n, shape_.query_heads,
+      const float* gates = s.shared->gates.data();
+      T* memory_branch = s.shared->memory_branch.data();
+      window_prefill(in, s, out, stream);
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
+                       memory_branch, mlstm_products, scratch_of(s), stream);
+      bifocal_mix<T>(gates + 2 * mlstm.states, gate_count(), memory_branch, out, out, in.n, shape_.query_heads,
                      shape_.head_dim, stream);
       return;
     }
@@ -314,27 +326,26 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                         s.shared->branch.data(), stream);
       break;
     case Kind::Mlstm: {  // one launch: the gates W·x + b, the step and the output in T
-      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = input_gate_weight_.data(),
-                                          .input_bias = input_gate_bias_.size() ? input_gate_bias_.data() : nullptr,
-                                          .forget_weight = forget_gate_weight_.data(),
-                                          .forget_bias = forget_gate_bias_.size() ? forget_gate_bias_.data() : nullptr};
+      const GateRows rows = gate_rows();
+      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = rows.input_weight,
+                                          .input_bias = rows.input_bias, .forget_weight = rows.forget_weight,
+                                          .forget_bias = rows.forget_bias};
       const MlstmDecodeArgs<T> args{.shape = mlstm, .gates = gates, .q = in.queries, .k = in.keys, .v = in.values,
                                     .state = cell, .out = out, .mix = {}};  // no mix: the plain mLSTM mixer
       mlstm_decode(args, stream);
       return;
     }
     case Kind::Bifocal: {  // the window attention (it stores the new token in the ring), then the mLSTM step + mix
-      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = input_gate_weight_.data(),
-                                          .input_bias = input_gate_bias_.size() ? input_gate_bias_.data() : nullptr,
-                                          .forget_weight = forget_gate_weight_.data(),
-                                          .forget_bias = forget_gate_bias_.size() ? forget_gate_bias_.data() : nullptr};
+      const GateRows rows = gate_rows();
+      const MlstmGateProjections<T> gates{.x = in.x, .hidden = hidden_, .input_weight = rows.input_weight,
+                                          .input_bias = rows.input_bias, .forget_weight = rows.forget_weight,
+                                          .forget_bias = rows.forget_bias};
       const BifocalDecodeArgs<T> args{.shape = mlstm, .keys = s.keys.data(), .values = s.values.data(),
                                       .slot_positions = s.slot_positions.data(), .window = spec_.window,
                                       .sink_tokens = sink_tokens_,
                                       .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
                                       .position = in.positions, .q = in.queries, .k = in.keys, .v = in.values,
-                                      .gates = gates, .mix_weight = mix_gate_weight_.data(),
-                                      .mix_bias = mix_gate_bias_.size() ? mix_gate_bias_.data() : nullptr,
+                                      .gates = gates, .mix_weight = rows.mix_weight, .mix_bias = rows.mix_bias,
                                       .state = cell, .out = out, .workspace = scratch_of(s),
                                       .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
                                       .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};

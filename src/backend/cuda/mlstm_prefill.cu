@@ -160,7 +160,7 @@ struct OutputLayout {
 // kResident: C_c loaded once into shared memory (rounded once, Tf32) and q in stages of 64
 // columns, where the shape fits (d = 64 or 128 at L = 64); else C_c's rows stream with q, 32
 // columns a stage, once per head.
-template <MlstmProducts kProducts, bool kResident>
+template <MlstmProducts kProducts, bool kResident, typename Out>
 __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp32), 1)
     chunk_outputs_kernel(PrefillArgs a) {
   constexpr bool kSplit = kProducts == MlstmProducts::Fp32;
@@ -500,12 +500,12 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
         if (tile >= value_tiles) continue;
         const int row = 16 * row_tile[m] + g, column = 8 * tile + 2 * t;
         const float* inverse = inverse_denominators + head * L;
-        float* out = a.out + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d + column;
-        if (row < count)
-          *reinterpret_cast<float2*>(out) = make_float2(acc[m][i][0] * inverse[row], acc[m][i][1] * inverse[row]);
+        Out* out = static_cast<Out*>(a.out) + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d +
+                   column;
+        if (row < count) device::store2(out, acc[m][i][0] * inverse[row], acc[m][i][1] * inverse[row]);
         if (row + 8 < count)
-          *reinterpret_cast<float2*>(out + std::size_t(8) * a.query_heads * d) =
-              make_float2(acc[m][i][2] * inverse[row + 8], acc[m][i][3] * inverse[row + 8]);
+          device::store2(out + std::size_t(8) * a.query_heads * d, acc[m][i][2] * inverse[row + 8],
+                         acc[m][i][3] * inverse[row + 8]);
       }
     __syncthreads();  // S' is rewritten by the next head
   }
@@ -542,20 +542,24 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n) {
   return bytes;
 }
 
-void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
-                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   MlstmProducts products, void* workspace, cudaStream_t stream) {
+template <typename Out>
+void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
+                   int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
+                   cudaStream_t stream) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
   if (workspace == nullptr) fail("mlstm_prefill", "no workspace (mlstm_prefill_workspace_bytes)");
+  if (gates.stride < shape.states)
+    fail("mlstm_prefill", "gate stride " + std::to_string(gates.stride) + " is less than the " +
+                              std::to_string(shape.states) + " state heads");
   PrefillArgs args{};
   args.n = n;
   args.chunk = chunk_length(shape);
   args.chunks = (n + args.chunk - 1) / args.chunk;
   args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
   args.head_dim = shape.head_dim;
-  args.q = q, args.k = k, args.v = v, args.input_gate = input_gate, args.forget_gate = forget_gate;
+  args.q = q, args.k = k, args.v = v, args.gates = gates;
   args.state = state;
   args.out = out;
   args.products = products;
@@ -571,12 +575,20 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   const bool split = products == MlstmProducts::Fp32;
   const bool resident = !split && d % stage_columns(true) == 0 &&
                         OutputLayout(args.chunk, d, group, false, true).carve.bytes() <= kSharedMemoryLimit;
-  const auto kernel = split      ? chunk_outputs_kernel<MlstmProducts::Fp32, false>
-                      : resident ? chunk_outputs_kernel<MlstmProducts::Tf32, true>
-                                 : chunk_outputs_kernel<MlstmProducts::Tf32, false>;
+  const auto kernel = split      ? chunk_outputs_kernel<MlstmProducts::Fp32, false, Out>
+                      : resident ? chunk_outputs_kernel<MlstmProducts::Tf32, true, Out>
+                                 : chunk_outputs_kernel<MlstmProducts::Tf32, false, Out>;
   launch_dependent(kernel, dim3(shape.states, args.chunks), dim3(output_threads(split)),
                    OutputLayout(args.chunk, d, group, split, resident).carve.bytes(), stream, "chunk_outputs_kernel",
                    args);
 }
+
+template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
+                                   int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t);
+template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
+                                           MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
+                                           void*, cudaStream_t);
+template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
+                                    int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t);
 
 }  // namespace bifocal::cuda

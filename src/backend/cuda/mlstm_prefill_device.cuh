@@ -56,9 +56,10 @@ struct Workspace {
 struct PrefillArgs {
   int n, chunk, chunks;
   int query_heads, kv_heads, states, head_dim;
-  const float *q, *k, *v, *input_gate, *forget_gate;
+  const float *q, *k, *v;
+  MlstmGateInputs gates;
   cpu::MlstmState state;
-  float* out;
+  void* out;               // [n, Hq, d] in kernel 3's Out
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
   __device__ int group() const { return query_heads / states; }

@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
   }
   commit_async_copies();
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
-    const std::size_t at = std::size_t(first_token + j) * a.states + s;
-    const device::MlstmLogGates gates = device::mlstm_log_gates(a.input_gate[at], a.forget_gate[at]);
+    const std::size_t at = std::size_t(first_token + j) * a.gates.stride + s;
+    const device::MlstmLogGates gates = device::mlstm_log_gates(a.gates.input[at], a.gates.forget[at]);
     input[j] = gates.input;
     log_forget[j] = gates.log_forget;
     a.work.token_gates[std::size_t(s) * a.n + first_token + j] = make_double2(gates.input, gates.log_forget);

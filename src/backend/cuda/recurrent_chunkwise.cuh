@@ -12,6 +12,8 @@
 //   leaving S_L  = S_0 + Σ_j φ(k_j) v_jᵀ,          z_L likewise.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -21,8 +23,9 @@
 
 namespace bifocal::cuda {
 
-// cpu::mlstm_chunkwise on the GPU (DESIGN.md mlstm): q [n, Hq, d], k, v [n, Hkv, d], raw gate
-// pre-activations input_gate, forget_gate [n, S]; out [n, Hq, d]. The state (cpu::MlstmState
+// cpu::mlstm_chunkwise on the GPU (DESIGN.md mlstm): q [n, Hq, d], k, v [n, Hkv, d], the raw gate
+// pre-activations (MlstmGateInputs); out [n, Hq, d] in Out (float, or the model's bf16 or fp16:
+// the outputs are rounded once, as they are written). The state (cpu::MlstmState
 // layout) is read and advanced by the n tokens in place, so consecutive calls continue one
 // sequence. Equal to cpu::mlstm_recurrent to fp32 rounding for any n, any starting state and any
 // gates; the stabilizer m is the CPU's fp32 sequence (bit for bit but for a double-rounding tie,
@@ -39,10 +42,19 @@ enum class MlstmProducts {
          // is staged: for bf16 and fp16 models, whose q, k and v come out of 8- and 11-bit products
          // already, so the mixer's inputs are not resolved finer than that (~3× fewer instructions)
 };
+// Token j's gates for state head s: input[j·stride + s], forget[j·stride + s]. stride ≥ S: S for
+// gates of their own, more where one projection lays out a token's gates side by side (the
+// mixers' [input | forget | mix] rows, DeviceMixer::gate_products).
+struct MlstmGateInputs {
+  const float* input;
+  const float* forget;
+  int stride;
+};
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n);
-void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v,
-                   const float* input_gate, const float* forget_gate, int n, cpu::MlstmState state, float* out,
-                   MlstmProducts products, void* workspace, cudaStream_t stream);
+template <typename Out>
+void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
+                   int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
+                   cudaStream_t stream);
 
 enum class ChunkwiseNormalisation {
   Linear,        // h / (φ(q)ᵀz + ε)
