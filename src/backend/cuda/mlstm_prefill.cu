@@ -90,6 +90,9 @@ __host__ __device__ constexpr int query_stage_stride(bool resident) {
 __host__ __device__ constexpr int output_threads(bool split) { return split ? 512 : 768; }
 __host__ __device__ constexpr int output_warps(bool split) { return output_threads(split) / 32; }
 __host__ __device__ constexpr int output_tiles_per_warp(bool split) { return split ? 3 : 2; }
+// Kernel 3's normaliser: the query heads whose q a warp loads before its fp64 products (8
+// registers a head).
+constexpr int kPreloadedHeads = 2;
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
@@ -304,9 +307,10 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
           sum[m][n][0] = present ? entering[row[m]] * normalizer[column] : 0.0;
           sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
         }
-      // The q of the pass's first head is loaded before the products and the next head's before
-      // each head's sums (global loads: their latency was 11% of the kernel's stall samples when
-      // each head waited for its own).
+      // The q of the first kPreloadedHeads heads is loaded before the products, so that the global
+      // loads' latency hides behind the fp64 mma chain, and the other heads' lines are prefetched
+      // into L2 then (stop 19's line profile: one head loaded ahead of its sums left ~6% of the
+      // stall samples at the head loop; four heads in registers spill 88 bytes at 24 warps).
       const auto load_queries = [&](int head, float2 (&into)[2][2]) {
         #pragma unroll
         for (int m = 0; m < 2; ++m)
@@ -316,8 +320,14 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
                              ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
                              : make_float2(0.0f, 0.0f);
       };
-      float2 queries[2][2], next_queries[2][2];
-      load_queries(0, queries);
+      float2 preloaded[kPreloadedHeads][2][2];
+      #pragma unroll
+      for (int head = 0; head < kPreloadedHeads; ++head)
+        if (head < group) load_queries(head, preloaded[head]);
+      for (int head = kPreloadedHeads; head < group; ++head)  // the rest into L2 (no registers)
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
       for (int step = 0; step < steps[1]; ++step) {
         // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
         const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
@@ -331,8 +341,7 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
           if (second) mma_fp64(sum[0][1], a0, b1);
         }
       }
-      for (int head = 0; head < group; ++head) {
-        if (head + 1 < group) load_queries(head + 1, next_queries);
+      const auto add_partials = [&](int head, const float2 (&queries)[2][2]) {
         #pragma unroll
         for (int m = 0; m < 2; ++m) {  // q̂_τ·N_τ over this warp's columns
           double part = 0.0;
@@ -343,10 +352,14 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
           part += __shfl_xor_sync(kFullWarp, part, 2);
           if (t == 0) partials[(column_group * group + head) * L + row[m]] += part;
         }
-        #pragma unroll
-        for (int m = 0; m < 2; ++m)
-          #pragma unroll
-          for (int n = 0; n < 2; ++n) queries[m][n] = next_queries[m][n];
+      };
+      #pragma unroll
+      for (int head = 0; head < kPreloadedHeads; ++head)
+        if (head < group) add_partials(head, preloaded[head]);
+      for (int head = kPreloadedHeads; head < group; ++head) {
+        float2 queries[2][2];
+        load_queries(head, queries);
+        add_partials(head, queries);
       }
     }
     __syncthreads();

@@ -74,6 +74,10 @@ __device__ __forceinline__ void copy16_async(void* shared, const void* global, b
                "r"(present ? 16 : 0)
                : "memory");  // source size 0: 16 zero bytes, nothing read
 }
+// A hint: the 128-byte line holding `global` into L2 (no register, no wait).
+__device__ __forceinline__ void prefetch_to_l2(const void* global) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
+}
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void wait_async_copies() {
