@@ -30,8 +30,9 @@ namespace bifocal::cuda {
 // sequence. Equal to cpu::mlstm_recurrent to fp32 rounding for any n, any starting state and any
 // gates; the stabilizer m is the CPU's fp32 sequence (bit for bit but for a double-rounding tie,
 // ~2^-28 a token, which moves it one ulp). head_dim: a multiple of 8, at most 256. The workspace (16-byte
-// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 33 MiB for Qwen3-4B's 8 states and 4,096
-// tokens) holds the per-chunk states. Three kernels on `stream`; nothing allocated or synchronised.
+// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 42 MiB for Qwen3-4B's 8 states and 4,096
+// tokens) holds the per-chunk states and weights. Four kernels on `stream`; nothing allocated or
+// synchronised.
 //
 // `products` sets the precision of the numerators' matrix products (the chunk contributions ΔC̃,
 // q̂ᵀC, q̂·k and S'·V on the tensor cores); the gates, weights, stabilizer and the normaliser path
