@@ -470,6 +470,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
+  if (products == MlstmProducts::Bf16 && launch_chunk_outputs_bf16<Out>(args, stream)) return;
   // Tf32 with C_c resident where it fits (Fp32's small parts leave no room for it) and d is a
   // whole number of 64-column stages: the Kᵀ fragments of a stage read columns of k up to its
   // end, and k's rows in shared memory are round_up(d, 32) wide (a stage past them would read

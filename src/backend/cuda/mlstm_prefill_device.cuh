@@ -310,5 +310,9 @@ void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory (q staged where it fits).
 void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
+// Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out; false (nothing
+// launched) for a shape it does not hold.
+template <typename Out>
+bool launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream);
 
 }  // namespace bifocal::cuda::mlstm_prefill_detail
