@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/mlstm_prefill_device.cuh"
@@ -337,6 +338,11 @@ bool mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   if (args.chunk != kChunk || d % kStageColumns != 0 || d > 128 || pairs > kWarpColumns * kPairsPerWarp) return false;
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
   if (bytes > kOptInSharedMemory) return false;
+  // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
+  // more L1 and run one.
+  check(cudaFuncSetAttribute(chunk_outputs_bf16_kernel<Out>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared),
+        "chunk_outputs_bf16_kernel");
   launch_dependent(chunk_outputs_bf16_kernel<Out>, dim3(args.states, args.chunks), dim3(kThreads), bytes, stream,
                    "chunk_outputs_bf16_kernel", args);
   return true;
