@@ -105,3 +105,27 @@ for d in (32, 64, 96, 128):
                 assert all(B[(k, n)] == ("v", 16 * step + k, 16 * pair + 8 * half + n) for k in range(16) for n in range(8))
             checked += 1
 print("bf16 outputs kernel: %d ldmatrix fragments checked, all as the math names them, no bank conflicts" % checked)
+
+# The warp tiling (kernel: 12 warps, warp_row = warp % 2, warp_column = warp / 2, m-tiles r and
+# 3 − r, pairs column and column + 6): every (m-tile, pair) of [h | S] has exactly one owner; S' is
+# written for every (m-tile, key block) that S'·V reads (key block ≤ m-tile), and never read unwritten.
+WARPS, WARP_COLUMNS, PAIRS_PER_WARP = 12, 6, 2
+for d in (32, 64, 96, 128):
+    value_pairs, all_pairs = d // 16, d // 16 + L // 16
+    assert all_pairs <= WARP_COLUMNS * PAIRS_PER_WARP
+    owners, written, read = {}, set(), set()
+    for warp in range(WARPS):
+        warp_row, warp_column = warp % 2, warp // 2
+        for row_tile in (warp_row, 3 - warp_row):
+            for i in range(PAIRS_PER_WARP):
+                pair = warp_column + i * WARP_COLUMNS
+                if pair >= all_pairs:
+                    continue
+                owners[(row_tile, pair)] = owners.get((row_tile, pair), 0) + 1
+                if pair >= value_pairs and pair - value_pairs <= row_tile:  # not above the diagonal
+                    written.add((row_tile, pair - value_pairs))
+                if pair < value_pairs:
+                    read.update((row_tile, step) for step in range(L // 16) if step <= row_tile)
+    assert owners == {(r, p): 1 for r in range(L // 16) for p in range(all_pairs)}, ("tiling", d)
+    assert read <= written, ("S' read before it is written", d, sorted(read - written))
+print("bf16 outputs kernel: the warp tiling owns every tile once and writes every S' block it reads")
