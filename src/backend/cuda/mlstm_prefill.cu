@@ -420,7 +420,7 @@ int chunk_length(const cpu::MlstmShape& shape) {
     const int warp_columns = output_warps(true) / (chunk / 32), tiles = (d + chunk) / 8;
     if (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
-        DenominatorLayout(chunk, d, group, false).carve.bytes() <= kSharedMemoryLimit &&
+        DenominatorLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
         (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true))
       return chunk;
   }

@@ -8,14 +8,9 @@
 //
 // Why a kernel of its own: in the outputs kernel (one ~220 KB block an SM) this preamble — the
 // copies, the two sequential chains, 4,096 double exponents and the fp64 normaliser — ran with
-// nothing to overlap it, about a third of that kernel's stall samples (stop 19's line profile);
-// the cost is reading q a second time. q̂·N needs q of every head of the state: with q loaded by
-// each warp in fragment-shaped pieces after each of its tile pairs (two blocks of 8 warps an SM),
-// this kernel waited on those loads and took 54 µs a 4,096-token launch (stop 19). Where the
-// chunk's G·L·d floats of q fit beside k and the weights (kStaged: 214 KiB at d = 128, L = 64,
-// G = 4; 16 query heads a state at d = 32 do not) they are copied in at the start, behind the
-// chains and the exponents, and the dot products read shared memory; one block an SM then, of 16
-// warps (two iterations of tile pairs each instead of four).
+// nothing to overlap it, about a third of that kernel's stall samples (stop 19's line profile).
+// Here it needs ~80 KB, so two blocks share a multiprocessor and each one's waits hide behind the
+// other's work; the cost is reading q a second time.
 #include <cmath>
 #include <cstddef>
 
@@ -27,20 +22,18 @@ namespace {
 
 using namespace mlstm_prefill_detail;
 
-constexpr std::size_t kOptInSharedMemory = 227 * 1024;  // sm_90's per-block maximum
-// Without staging, q of this many query heads is loaded by a warp before its fp64 products, the
-// rest prefetched into L2 then and loaded after them (8 registers a head).
+// q of this many query heads is loaded by a warp before its fp64 products, the rest prefetched
+// into L2 then and loaded after them (8 registers a head).
 constexpr int kPreloadedHeads = 2;
 
 // Block (s, c): the chunk c of state head s.
-template <bool kStaged>
-__global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominators_kernel(PrefillArgs a) {
+__global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const DenominatorLayout layout(L, d, group, kStaged);
+  const DenominatorLayout layout(L, d, group);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
@@ -52,30 +45,19 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
   float* stabilizers = shared + layout.stabilizers;
   double* normalizer = reinterpret_cast<double*>(shared + layout.normalizer);
   double* partials = reinterpret_cast<double*>(shared + layout.partials);
-  float* queries = shared + layout.queries;
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
 
-  // 1. k of the chunk (zero past it and past d) and, staged, q of its G heads (likewise); the
-  //    gates, n_c.
-  const int row_quads = width / 4;
-  for (int item = threadIdx.x; item < L * row_quads; item += blockDim.x) {
-    const int j = item / row_quads, column = 4 * (item % row_quads);
+  // 1. k of the chunk (zero past it and past d), the gates, n_c.
+  for (int item = threadIdx.x; item < L * width / 4; item += blockDim.x) {
+    const int j = item / (width / 4), column = 4 * (item % (width / 4));
     const bool present = j < count && column < d;
     copy16_async(keys + j * layout.key_stride + column,
                  present ? a.k + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column : a.k, present);
   }
   commit_async_copies();
-  if constexpr (kStaged) {
-    for (int item = threadIdx.x; item < group * L * row_quads; item += blockDim.x) {
-      const int row = item / row_quads, head = row / L, j = row % L, column = 4 * (item % row_quads);
-      const bool present = j < count && column < d;
-      copy16_async(queries + row * layout.query_stride + column, present ? query_row(head, j) + column : a.q, present);
-    }
-    commit_async_copies();
-  }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const double2 gates = a.work.token_gates[std::size_t(s) * a.n + first_token + j];
     input[j] = gates.x, log_forget[j] = gates.y;
@@ -100,7 +82,7 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
       cumulative[j] = decay;
     }
   }
-  wait_async_copies<kStaged ? 1 : 0>();  // k (q may still be in flight)
+  wait_async_copies<0>();
   __syncthreads();
 
   // 2. The weights (zero above the diagonal and past the chunk), here in double and for kernel 4
@@ -117,7 +99,6 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
     weights[row * layout.weight_stride + j] = w;
     chunk_weights[item] = float(w);
   }
-  if constexpr (kStaged) wait_async_copies<0>();  // q, published by the barrier
   __syncthreads();
 
   // 3. q̂ᵀn_τ in double: N = e·n_cᵀ + W·K (L × d) on the fp64 tensor cores, then q̂_τ·N_τ per head.
@@ -142,35 +123,25 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
         sum[m][n][0] = present ? entering[row[m]] * normalizer[column] : 0.0;
         sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
       }
-    // This warp's fragments of q (rows row[m], columns of its tile pair): from the staged copy
-    // (zero past the chunk), or from global memory, the first heads' before the products so that
-    // the loads' latency hides behind the fp64 mma chain (the other heads' lines go to L2 then).
+    // The first heads' q is loaded before the products, so that the global loads' latency hides
+    // behind the fp64 mma chain; the other heads' lines go to L2 then.
     const auto load_queries = [&](int head, float2 (&into)[2][2]) {
       #pragma unroll
       for (int m = 0; m < 2; ++m)
         #pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const int column = 8 * (first_tile + n) + 2 * t;
-          if constexpr (kStaged)
-            into[m][n] = n == 0 || second ? *reinterpret_cast<const float2*>(
-                                                queries + (head * L + row[m]) * layout.query_stride + column)
-                                          : make_float2(0.0f, 0.0f);
-          else
-            into[m][n] = row[m] < count && (n == 0 || second)
-                             ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + column)
-                             : make_float2(0.0f, 0.0f);
-        }
+        for (int n = 0; n < 2; ++n)
+          into[m][n] = row[m] < count && (n == 0 || second)
+                           ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
+                           : make_float2(0.0f, 0.0f);
     };
     float2 preloaded[kPreloadedHeads][2][2];
-    if constexpr (!kStaged) {
+    #pragma unroll
+    for (int head = 0; head < kPreloadedHeads; ++head)
+      if (head < group) load_queries(head, preloaded[head]);
+    for (int head = kPreloadedHeads; head < group; ++head)
       #pragma unroll
-      for (int head = 0; head < kPreloadedHeads; ++head)
-        if (head < group) load_queries(head, preloaded[head]);
-      for (int head = kPreloadedHeads; head < group; ++head)
-        #pragma unroll
-        for (int m = 0; m < 2; ++m)
-          if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
-    }
+      for (int m = 0; m < 2; ++m)
+        if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
     for (int step = 0; step < steps[1]; ++step) {
       // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
       const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
@@ -184,33 +155,25 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
         if (second) mma_fp64(sum[0][1], a0, b1);
       }
     }
-    const auto add_partials = [&](int head, const float2 (&fragments)[2][2]) {
+    const auto add_partials = [&](int head, const float2 (&queries)[2][2]) {
       #pragma unroll
       for (int m = 0; m < 2; ++m) {  // q̂_τ·N_τ over this warp's columns
         double part = 0.0;
         #pragma unroll
         for (int n = 0; n < 2; ++n)
-          part += (query_scale * fragments[m][n].x) * sum[m][n][0] + (query_scale * fragments[m][n].y) * sum[m][n][1];
+          part += (query_scale * queries[m][n].x) * sum[m][n][0] + (query_scale * queries[m][n].y) * sum[m][n][1];
         part += __shfl_xor_sync(kFullWarp, part, 1);
         part += __shfl_xor_sync(kFullWarp, part, 2);
         if (t == 0) partials[(column_group * group + head) * L + row[m]] += part;
       }
     };
-    if constexpr (kStaged) {
-      for (int head = 0; head < group; ++head) {
-        float2 fragments[2][2];
-        load_queries(head, fragments);
-        add_partials(head, fragments);
-      }
-    } else {
-      #pragma unroll
-      for (int head = 0; head < kPreloadedHeads; ++head)
-        if (head < group) add_partials(head, preloaded[head]);
-      for (int head = kPreloadedHeads; head < group; ++head) {
-        float2 fragments[2][2];
-        load_queries(head, fragments);
-        add_partials(head, fragments);
-      }
+    #pragma unroll
+    for (int head = 0; head < kPreloadedHeads; ++head)
+      if (head < group) add_partials(head, preloaded[head]);
+    for (int head = kPreloadedHeads; head < group; ++head) {
+      float2 queries[2][2];
+      load_queries(head, queries);
+      add_partials(head, queries);
     }
   }
   __syncthreads();
@@ -229,10 +192,8 @@ __global__ void __launch_bounds__(denominator_threads(kStaged)) chunk_denominato
 
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
   const int group = args.query_heads / args.states;
-  const bool staged = DenominatorLayout(args.chunk, args.head_dim, group, true).carve.bytes() <= kOptInSharedMemory;
-  launch_dependent(staged ? chunk_denominators_kernel<true> : chunk_denominators_kernel<false>,
-                   dim3(args.states, args.chunks), dim3(denominator_threads(staged)),
-                   DenominatorLayout(args.chunk, args.head_dim, group, staged).carve.bytes(), stream,
+  launch_dependent(chunk_denominators_kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
+                   DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
                    "chunk_denominators_kernel", args);
 }
 

@@ -276,22 +276,18 @@ struct ContributionLayout {
 
 // ---- Kernel 3's shared memory (the host sizes it too) -------------------------------------------
 
-// Kernel 3's threads: with the chunk's q staged in shared memory (`staged`, where G·L·d floats fit)
-// one block an SM of 16 warps; else two of 8, each warp loading its q fragments from global memory.
-__host__ __device__ constexpr int denominator_threads(bool staged) { return staged ? 512 : 256; }
+inline constexpr int kDenominatorThreads = 256;
 
 struct DenominatorLayout {
-  int key_stride, weight_stride, query_stride, column_groups;
-  int keys, weights, queries, input, log_forget, cumulative, entering, stabilizers, normalizer, partials;
+  int key_stride, weight_stride, column_groups;
+  int keys, weights, input, log_forget, cumulative, entering, stabilizers, normalizer, partials;
   SharedCarve carve;
-  __host__ __device__ DenominatorLayout(int chunk, int d, int group, bool staged) {
+  __host__ __device__ DenominatorLayout(int chunk, int d, int group) {
     key_stride = round_up(d, 32) + 4;  // k as loaded (fp32): the fp64 products' B operands
     weight_stride = chunk + 4;         // doubles: the 8 rows of an fp64 A fragment in two wavefronts
-    query_stride = round_up(d, 32) + 8;  // ≡ 8 mod 32: a warp's float2 fragment reads in distinct banks
-    column_groups = denominator_threads(staged) / 32 / (chunk / 16);  // warps per m-tile pair
+    column_groups = kDenominatorThreads / 32 / (chunk / 16);  // warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     weights = carve.take(2 * chunk * weight_stride);            // W_τj, double
-    queries = carve.take(staged ? group * chunk * query_stride : 0);  // q of the G heads, [head][row]
     input = carve.take(2 * chunk);
     log_forget = carve.take(2 * chunk);
     cumulative = carve.take(2 * chunk);
@@ -308,7 +304,7 @@ struct DenominatorLayout {
 void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 2 on `stream`: block (slice, s) per slice of state head s's elements of C and n.
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
-// Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory (q staged where it fits).
+// Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory.
 void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out; false (nothing
 // launched) for a shape it does not hold.
