@@ -61,25 +61,23 @@ __global__ void bifocal_mix_kernel(const float* mix_gate, int gate_stride, const
                                    T* out, std::int64_t count, int query_heads, int head_dim) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // both branches and the gates come from earlier kernels
-  const auto gate_of = [&](std::int64_t element) {  // token element / (Hq·d), head (element / d) % Hq
+  // o of an element: token element / (Hq·d), head (element / d) % Hq; sigmoid as bifocal_mixer.cpp.
+  const auto gate_of = [&](std::int64_t element) {
     const std::int64_t row = element / head_dim;
-    const float o = 1.0f / (1.0f + expf(-mix_gate[row / query_heads * gate_stride + row % query_heads]));
-    return o;  // as bifocal_mixer.cpp
+    return 1.0f / (1.0f + expf(-mix_gate[row / query_heads * gate_stride + row % query_heads]));
   };
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  if (head_dim % 4 == 0) {
-    for (std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; q < count / 4; q += stride) {
-      const float o = gate_of(4 * q);
-      const float4 m = device::load4(mlstm_out + 4 * q), w = device::load4(window_out + 4 * q);
-      device::store4(out + 4 * q, make_float4(o * m.x + (1.0f - o) * w.x, o * m.y + (1.0f - o) * w.y,
-                                              o * m.z + (1.0f - o) * w.z, o * m.w + (1.0f - o) * w.w));
-    }
-    return;
-  }
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count; i += stride) {
-    const float o = gate_of(i);
-    out[i] = device::from_float<T>(o * device::to_float(mlstm_out[i]) + (1.0f - o) * device::to_float(window_out[i]));
-  }
+  device::for_each_element(
+      count, head_dim % 4 == 0,
+      [&](std::int64_t q) {
+        const float o = gate_of(4 * q);
+        const float4 m = device::load4(mlstm_out + 4 * q), w = device::load4(window_out + 4 * q);
+        device::store4(out + 4 * q, make_float4(o * m.x + (1.0f - o) * w.x, o * m.y + (1.0f - o) * w.y,
+                                                o * m.z + (1.0f - o) * w.z, o * m.w + (1.0f - o) * w.w));
+      },
+      [&](std::int64_t i) {
+        const float o = gate_of(i), m = device::to_float(mlstm_out[i]), w = device::to_float(window_out[i]);
+        out[i] = device::from_float<T>(o * m + (1.0f - o) * w);
+      });
 }
 
 }  // namespace
