@@ -14,7 +14,7 @@
 // by what the fp32 inter-chunk state carries through a cancelling denominator, 8·2^-24·κ
 // (largest_denominator_conditioning), when that is larger. The stabilizer m is stepped from double
 // gates exactly as the CPU does: 1e-6. MlstmProducts::Tf32: the worst case of its roundings,
-// output by output (tf32_error_bound), for the outputs and the state's C.
+// output by output (rounding_error_bound), for the outputs and the state's C.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,11 +49,18 @@ constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting
 // into ΔC̃, then q and C_c (or q and k into the score, the weighted score S' and v) — so a term is
 // off by at most 4·2^-11 of itself, and the fp32 sums add (d + L)·2^-24 ≪ 2^-11: an output is off
 // by at most kTf32TermError × the sum of its numerator's term magnitudes over its denominator
-// (tf32_error_bound computes that sum exactly). A fixed bound does not hold: under strong gates
+// (rounding_error_bound computes that sum exactly). A fixed bound does not hold: under strong gates
 // one token can dominate both C and n, so that q̂ᵀC cancels along with q̂ᵀn (exact in double) and
 // the rounding shows magnified (4.6e-3 norm-wise once, Hq 16, d 32). A missing or doubled
 // contribution moves the outputs by O(1).
 constexpr double kTf32TermError = 5 * 0x1p-11;
+// MlstmProducts::Bf16 (the bf16 models' outputs kernel): q, k, v, C_c and S' rounded to bf16 (a
+// relative 2^-8) once where they are staged, the contributions still in TF32: a term is rounded
+// at most four times at 2^-8 (q and C_c; or q and k, S' and v).
+constexpr double kBf16TermError = 5 * 0x1p-8;
+double term_error_of(cuda::MlstmProducts products) {
+  return products == cuda::MlstmProducts::Bf16 ? kBf16TermError : kTf32TermError;
+}
 
 // The chunkwise prefill (recurrent_chunkwise.cuh's mlstm_prefill, parallel over chunks): shapes.
 struct MlstmCase {
@@ -136,19 +143,20 @@ double largest_denominator_conditioning(const cpu::MlstmShape& shape, const test
   return largest;
 }
 
-// The TF32 pass's error bounds, relative and norm-wise as relative_error measures them. An mLSTM
+// The one-pass products' error bounds, relative and norm-wise as relative_error measures them. An mLSTM
 // over |q|, |k|, |v| with the same gates (so the same stabilizer m, and every term positive) has
 // the state |C| whose entries are the sums of the magnitudes of the terms that make C's, so
-// |q̂|ᵀ|C|_τ is the sum of the magnitudes of h_τ's numerator terms. Output bound: kTf32TermError ×
+// |q̂|ᵀ|C|_τ is the sum of the magnitudes of h_τ's numerator terms. Output bound: term_error ×
 // that / h_τ's denominator (from the actual state), per output; state bound: (two roundings, k and
 // v) 3·2^-11 × |C| at the end. `absolute` is x with |q|, |k|, |v|; `state` and `magnitudes` the
 // actual and the |·| states entering token `first`; `want` the CPU outputs from token `first` on.
-struct Tf32Bounds {
+struct RoundingBounds {
   double outputs, matrix;
 };
-Tf32Bounds tf32_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSequence& x,
-                            const testing::MlstmSequence& absolute, int first, int n, testing::HostMlstmState state,
-                            testing::HostMlstmState magnitudes, std::span<const float> want) {
+RoundingBounds rounding_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSequence& x,
+                                    const testing::MlstmSequence& absolute, int first, int n,
+                                    testing::HostMlstmState state, testing::HostMlstmState magnitudes,
+                                    std::span<const float> want, double term_error) {
   const int d = shape.head_dim;
   std::vector<float> ignored(std::size_t(shape.query_heads) * d), magnitude_out(ignored.size());
   double bound_squares = 0, want_squares = 0;
@@ -161,7 +169,7 @@ Tf32Bounds tf32_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSe
       const double magnitude_denominator = denominator_of(shape, absolute, t, h, magnitudes).value;
       for (int b = 0; b < d; ++b) {  // magnitude_out = |q̂|ᵀ|C| / its own denominator
         const std::size_t at = std::size_t(h) * d + b;
-        const double bound = kTf32TermError * magnitude_out[at] * magnitude_denominator / denominator;
+        const double bound = term_error * magnitude_out[at] * magnitude_denominator / denominator;
         const double w = want[std::size_t(t - first) * shape.query_heads * d + at];
         bound_squares += bound * bound, want_squares += w * w;
       }
@@ -197,7 +205,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   cpu::mlstm_recurrent(shape, x.q.data() + from, x.k.data() + kv_from, x.v.data() + kv_from,
                        x.input_gate.data() + gates_from, x.forget_gate.data() + gates_from, n, cpu_state.view(),
                        out_cpu.data() + from);
-  if (products == cuda::MlstmProducts::Tf32) {  // the |·| state after the prefix, then the bounds
+  if (products != cuda::MlstmProducts::Fp32) {  // the |·| state after the prefix, then the bounds
     testing::MlstmSequence magnitudes = x;
     for (auto* values : {&magnitudes.q, &magnitudes.k, &magnitudes.v})
       for (float& value : *values) value = std::abs(value);
@@ -206,8 +214,9 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
     cpu::mlstm_recurrent(shape, magnitudes.q.data(), magnitudes.k.data(), magnitudes.v.data(),
                          x.input_gate.data(), x.forget_gate.data(), kPrefixTokens, magnitude_state.view(),
                          ignored.data());
-    const Tf32Bounds bounds = tf32_error_bound(shape, x, magnitudes, kPrefixTokens, n, entering, magnitude_state,
-                                               std::span<const float>(out_cpu).subspan(from));
+    const RoundingBounds bounds = rounding_error_bound(shape, x, magnitudes, kPrefixTokens, n, entering, magnitude_state,
+                                                       std::span<const float>(out_cpu).subspan(from),
+                                                       term_error_of(products));
     output_tolerance = std::max(output_tolerance, bounds.outputs);
     matrix_tolerance = bounds.matrix;
   }
@@ -280,13 +289,20 @@ TEST_P(MlstmKernels, TwoCallsEqualOneCallOnTheConcatenation) {
   expect_prefill_equals_recurrence(shape, 300, Gates::Moderate, 77, rng, log);
 }
 
-// One TF32 pass (the bf16 and fp16 models' prefill): within tf32_error_bound of the same CPU
+// One TF32 pass (the bf16 and fp16 models' prefill): within rounding_error_bound of the same CPU
 // recurrence, both gate regimes, one chunk or less and several, after shared memory is poisoned
 // (C_c resident at d = 64 and 128, streamed otherwise); the state's n and m are the
 // normaliser path's and the stabilizer chain's, unchanged, so they keep the fp32 bounds.
 TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
   static ErrorLog log{"mlstm prefill, one TF32 pass"};
   expect_prefill_equals_recurrence_for(GetParam().shape, {7, 64, 333}, log, cuda::MlstmProducts::Tf32);
+}
+
+// bf16 products (the bf16 models' outputs kernel where the shape has it: L = 64, d a multiple of
+// 32 up to 128; the others run the TF32 one): within the bf16 rounding bound, as above.
+TEST_P(MlstmKernels, Bf16ProductsStayWithinBf16RoundingOfTheCpuRecurrence) {
+  static ErrorLog log{"mlstm prefill, bf16 products"};
+  expect_prefill_equals_recurrence_for(GetParam().shape, {7, 64, 333}, log, cuda::MlstmProducts::Bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MlstmKernels, ::testing::ValuesIn(kMlstmCases),
@@ -313,6 +329,9 @@ TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
     SCOPED_TRACE("one TF32 pass, strong gates");
     static ErrorLog tf32_log{"mlstm prefill, 4,096 tokens, one TF32 pass"};
     expect_prefill_equals_recurrence(shape, 4096, Gates::Strong, 0, rng, tf32_log, cuda::MlstmProducts::Tf32);
+    SCOPED_TRACE("bf16 products, strong gates");
+    static ErrorLog bf16_log{"mlstm prefill, 4,096 tokens, bf16 products"};
+    expect_prefill_equals_recurrence(shape, 4096, Gates::Strong, 0, rng, bf16_log, cuda::MlstmProducts::Bf16);
   }
 }
 

@@ -235,9 +235,11 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
   const float* hedgehog = feature_map_.size() ? feature_map_.data() : nullptr;
   const cpu::MlstmShape mlstm{shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim};
   const cpu::MlstmState cell{s.matrix.data(), s.normalizer.data(), s.stabilizer.data()};
-  // The numerators at the storage type's resolution: fp32 models keep fp32 products, bf16 and
-  // fp16 ones (q, k, v from 8- and 11-bit products) one TF32 pass (recurrent_chunkwise.cuh).
-  const MlstmProducts mlstm_products = std::is_same_v<T, float> ? MlstmProducts::Fp32 : MlstmProducts::Tf32;
+  // The numerators at the storage type's resolution: fp32 models keep fp32 products, fp16 ones
+  // one TF32 pass, bf16 ones bf16 operands (recurrent_chunkwise.cuh).
+  const MlstmProducts mlstm_products = std::is_same_v<T, float>           ? MlstmProducts::Fp32
+                                       : std::is_same_v<T, __nv_bfloat16> ? MlstmProducts::Bf16
+                                                                          : MlstmProducts::Tf32;
   switch (spec_.kind) {
     case Kind::Full: {  // keys first, then attention over the linear cache 0 … p0+n−1
       store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), nullptr,

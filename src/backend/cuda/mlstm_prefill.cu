@@ -5,7 +5,7 @@
 // D_τj = b_τ − b_j + ĩ_j. Unrolling the recurrence (cpu/mlstm.cpp's chunkwise_state_head derives it),
 // with C̄ = e^m·C the unstabilized state:
 //   C̄_{c+1} = e^{b_L} C̄_c + Σ_j e^{D_Lj} k_j v_jᵀ,   q̂ᵀC_τ = e^{b_τ − m_τ} q̂ᵀC̄_c + Σ_{j≤τ} e^{D_τj − m_τ} (q̂·k_j) v_j
-// (n likewise with v → 1). Three kernels:
+// (n likewise with v → 1). Four kernels:
 //   1. contributions (state head × chunk): the gates, the chunk's log-scale λ_c = max_j D_Lj, and
 //      ΔC̃_c = Σ_j e^{D_Lj − λ_c} k_j v_jᵀ (every weight ≤ 1, one of them 1), Δñ_c likewise in double.
 //   2. scan (state head × column slice of C; sequential over chunks, elementwise): the state
@@ -13,8 +13,11 @@
 //      (exact max-plus in double, M_0 = m_0): C_{c+1} = e^{M_c + b_L − M_{c+1}} C_c + e^{λ_c − M_{c+1}} ΔC̃_c,
 //      both factors ≤ 1, so nothing overflows for any gates or length. n is carried in double.
 //      The last one, rescaled to the recurrence's own m, is the state written back in place.
-//   3. outputs (state head × chunk, its G query heads one after another):
-//      h_τ = (e^{b_τ + M_c − m_τ} q̂_τᵀC_c + Σ_{j≤τ} e^{D_τj − m_τ}(q̂_τ·k_j) v_j) / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6).
+//   3. denominators (state head × chunk; mlstm_prefill_denominators.cu): m_τ inside the chunk, the
+//      weights W_τj = e^{D_τj − m_τ} and e_τ = e^{b_τ + M_c − m_τ}, and 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
+//      for the state's G query heads (the normaliser path, double).
+//   4. outputs (state head × chunk, its G query heads one after another):
+//      h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6).
 //
 // The stabilizer m. DESIGN.md's m_t = max(logf + m_{t−1}, ĩ_t) is stepped in fp32 by the CPU (an
 // fp32 sum cannot resolve logf ≈ −3e-7 next to m ≈ 15, so m_t then stays put); the outputs see m
@@ -41,25 +44,27 @@
 //             writes ΔC̃ (32 MiB): ~15–20 µs, bandwidth-bound.
 //   kernel 2: 152 blocks; reads ΔC̃, writes C_c (2 × 32 MiB, much of it L2-resident); the m chain
 //             (~64 × 100 cycles) runs in one warp beside the scan: ~10–18 µs.
-//   kernel 3: 512 blocks, one per SM (217 KiB of shared memory), G = 4 heads each in turn:
+//   kernel 3: 512 blocks, two an SM (76 KiB of shared memory): the chains, L² double exponents,
+//             the double normaliser path L²·d/2 (0.13 G DFMA) and q̂·N per head; reads q (64 MiB).
+//   kernel 4: 512 blocks, one per SM (209 KiB of shared memory), G = 4 heads each in turn:
 //             q̂ᵀC_c n·Hq·d² = 2.15 G multiply-adds, scores and S'·V each the causal 5/8 of
-//             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak); the
-//             double normaliser path L²·d/2 per state and chunk (0.13 G DFMA, ~2 µs); reads q
-//             (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic, overlapped.
+//             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak);
+//             reads q (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic.
 //             ~70–100 µs.
 //   ≈ 100–135 µs per layer per 4K tokens (was ~2 ms: 64 blocks walking 64 chunks in sequence).
-//   Measured (H200): kernels 1 and 2 ~60 and ~22 µs; kernel 3 697 µs on 2026-12-01 (latency-bound
+//   Measured (H200), the outputs kernel while it also did kernel 3's work: 697 µs on 2026-12-01 (latency-bound
 //   at one block of 8 warps per SM: issue slots 29% busy, tensor pipe 11%), 383 µs on 2026-12-02
 //   (16 warps, the normaliser on the fp64 tensor cores, ldmatrix fragments, q and S' split into
 //   TF32 parts once). bf16/fp16 models (MlstmProducts::Tf32, one pass instead of three): 261 µs,
 //   and 240 µs with C_c resident (loaded and rounded once for the G heads, q in 64-column
-//   stages); kernel 1 54 → 42 µs. The estimate above is its throughput floor. Line-by-line readings:
-//   docs/notes/cuda-stop15-2026-12-01.md, docs/notes/cuda-stop16-2026-12-02.md.
+//   stages), 220 µs at stop 19; kernel 1 54 → 42 µs, kernel 2 22 µs. That kernel's preamble (copies,
+//   chains, exponents, normaliser) held a third of its stall samples with nothing to overlap it, so
+//   it is kernel 3 now. Line-by-line readings: docs/notes/cuda-stop15-2026-12-01.md … cuda-stop19-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
-// d² floats + d doubles + 152 bytes, and 16 bytes per token: 33 MiB here, 4× for state=q.
+// d² floats + d doubles + 152 bytes, L² + (G + 1)·L floats, and 16 bytes per token: 42 MiB here.
 //
-// Files: this one (kernel 3 and the host API), mlstm_prefill_state.cu (kernels 1 and 2),
-// mlstm_prefill_device.cuh (the device code they share).
+// Files: this one (kernel 4 and the host API), mlstm_prefill_state.cu (kernels 1 and 2),
+// mlstm_prefill_denominators.cu (kernel 3), mlstm_prefill_device.cuh (the device code they share).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -78,46 +83,50 @@ namespace {
 using namespace mlstm_prefill_detail;
 
 constexpr std::size_t kSharedMemoryLimit = 227 * 1024;  // sm_90's opt-in maximum per block
-// Kernel 3's pipeline stages: columns of d per stage of q (and of C_c, when C_c is not resident).
+// Kernel 4's pipeline stages: columns of d per stage of q (and of C_c, when C_c is not resident).
 __host__ __device__ constexpr int stage_columns(bool resident) { return resident ? 64 : 32; }
 __host__ __device__ constexpr int query_stage_stride(bool resident) {
   return stage_columns(resident) + 4;  // ≡ 4 mod 32: conflict-free A fragments
 }
-// Kernel 3's warps and accumulator n-tiles (8 columns) a warp: 16 warps of 3 tiles for 3xTF32
+// Kernel 4's warps and accumulator n-tiles (8 columns) a warp: 16 warps of 3 tiles for 3xTF32
 // (its fragment pairs take 126 registers), 24 of 2 for the TF32 pass (80 registers: more warps to
 // hide the latency the line profile shows). Both give 48 tile slots, so the chunk length, and with
 // it the workspace, does not depend on the precision.
 __host__ __device__ constexpr int output_threads(bool split) { return split ? 512 : 768; }
 __host__ __device__ constexpr int output_warps(bool split) { return output_threads(split) / 32; }
 __host__ __device__ constexpr int output_tiles_per_warp(bool split) { return split ? 3 : 2; }
-// Kernel 3's normaliser: the query heads whose q a warp loads before its fp64 products (8
-// registers a head).
-constexpr int kPreloadedHeads = 2;
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
 Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* base, std::size_t* bytes) {
   const std::size_t states = shape.states, d = shape.head_dim, chunks = (n + chunk - 1) / chunk;
+  const std::size_t L = chunk, group = shape.query_heads / shape.states;
   const auto round16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
-  const std::size_t sizes[6] = {round16(states * n * sizeof(double2)), round16(states * chunks * sizeof(ChunkSummary)),
-                                round16(states * chunks * sizeof(double)), round16(states * chunks * sizeof(float)),
-                                round16(states * chunks * d * sizeof(double)),
-                                round16(states * chunks * d * d * sizeof(float))};
-  std::size_t offsets[6], total = 0;
-  for (int p = 0; p < 6; ++p) offsets[p] = total, total += sizes[p];
+  constexpr int kParts = 9;
+  const std::size_t sizes[kParts] = {round16(states * n * sizeof(double2)),
+                                     round16(states * chunks * sizeof(ChunkSummary)),
+                                     round16(states * chunks * sizeof(double)),
+                                     round16(states * chunks * sizeof(float)),
+                                     round16(states * chunks * d * sizeof(double)),
+                                     round16(states * chunks * d * d * sizeof(float)),
+                                     round16(states * chunks * L * L * sizeof(float)),
+                                     round16(states * chunks * L * sizeof(float)),
+                                     round16(states * chunks * group * L * sizeof(float))};
+  std::size_t offsets[kParts], total = 0;
+  for (int p = 0; p < kParts; ++p) offsets[p] = total, total += sizes[p];
   if (bytes != nullptr) *bytes = total;
   const auto at = [&](int p) { return base == nullptr ? nullptr : static_cast<std::byte*>(base) + offsets[p]; };
   return {reinterpret_cast<double2*>(at(0)), reinterpret_cast<ChunkSummary*>(at(1)), reinterpret_cast<double*>(at(2)),
-          reinterpret_cast<float*>(at(3)),   reinterpret_cast<double*>(at(4)),       reinterpret_cast<float*>(at(5))};
+          reinterpret_cast<float*>(at(3)),   reinterpret_cast<double*>(at(4)),       reinterpret_cast<float*>(at(5)),
+          reinterpret_cast<float*>(at(6)),   reinterpret_cast<float*>(at(7)),        reinterpret_cast<float*>(at(8))};
 }
 
-// ---- Kernel 3: the outputs ----------------------------------------------------------------------
+// ---- Kernel 4: the outputs ----------------------------------------------------------------------
 
 struct OutputLayout {
-  int key_stride, value_stride, state_stride, score_stride, weight_stride, column_groups;
-  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, input, log_forget,
-      cumulative, entering,
-      stabilizers, normalizer, partials, inverse_denominators;
+  int key_stride, value_stride, state_stride, score_stride, weight_stride;
+  int keys, values, query_stages, query_stages_small, state_stages, scores, scores_small, weights, entering,
+      inverse_denominators;
   SharedCarve carve;
   // `split`: room for the small TF32 parts of q and S' (MlstmProducts::Fp32). `resident`: C_c
   // whole in shared memory, loaded once for the G heads (else two stages of its rows).
@@ -128,26 +137,17 @@ struct OutputLayout {
     value_stride = width + 8;  // ≡ 8 mod 32: B fragments of V and C
     state_stride = width + 8;
     score_stride = chunk + 4;  // ≡ 4 mod 32: ldmatrix rows of S'
-    weight_stride = chunk + 4; // doubles: the 8 rows of an fp64 A fragment in two wavefronts
-    column_groups = output_warps(split) / (chunk / 16);                 // normaliser: warps per m-tile pair
+    weight_stride = chunk + 4;
     keys = carve.take(chunk * key_stride);
     values = carve.take(chunk * value_stride);
     query_stages = carve.take(2 * chunk * query_stride);               // q stages, then their TF32 big parts
     query_stages_small = carve.take(split ? 2 * chunk * query_stride : 0);  // … and small parts (split once)
     state_stages = carve.take((resident ? round_up(d, columns) : 2 * columns) * state_stride);
-    // S' = (q̂·k_j) W_τj (TF32 big parts), written only in step 4; before that the same words hold
-    // the normaliser's partial sums (step 3), which leaves room for a resident C_c at d = 128.
-    const int partial_words = 2 * column_groups * group * chunk;         // q̂_τ·N_τ per column group, double
-    scores = carve.take(chunk * score_stride > partial_words ? chunk * score_stride : partial_words);
-    partials = scores;
+    scores = carve.take(chunk * score_stride);                           // S' = (q̂·k_j) W_τj (TF32 big parts)
     scores_small = carve.take(split ? chunk * score_stride : 0);         // … and small parts
-    weights = carve.take(2 * chunk * weight_stride);                     // W_τj = e^{D_τj − m_τ}, double
-    input = carve.take(2 * chunk);
-    log_forget = carve.take(2 * chunk);
-    cumulative = carve.take(2 * chunk);
-    entering = carve.take(2 * chunk);                                    // e_τ = e^{b_τ + M_c − m_τ}, double
-    stabilizers = carve.take(chunk);                                     // m_τ
-    normalizer = carve.take(2 * d);                                      // n_c, double
+    // Kernel 3's, as it stored them:
+    weights = carve.take(chunk * weight_stride);                         // W_τj = e^{D_τj − m_τ}
+    entering = carve.take(chunk);                                        // e_τ = e^{b_τ + M_c − m_τ}
     inverse_denominators = carve.take(group * chunk);
   }
 };
@@ -183,14 +183,8 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
   float* values = shared + layout.values;
   float* scores = shared + layout.scores;
   float* scores_small = shared + layout.scores_small;
-  double* weights = reinterpret_cast<double*>(shared + layout.weights);
-  double* input = reinterpret_cast<double*>(shared + layout.input);
-  double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
-  double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
-  double* entering = reinterpret_cast<double*>(shared + layout.entering);
-  float* stabilizers = shared + layout.stabilizers;
-  double* normalizer = reinterpret_cast<double*>(shared + layout.normalizer);
-  double* partials = reinterpret_cast<double*>(shared + layout.partials);
+  float* weights = shared + layout.weights;
+  float* entering = shared + layout.entering;
   float* inverse_denominators = shared + layout.inverse_denominators;
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
   const float* state_matrix = a.work.matrices + chunk_index * d * d;
@@ -227,7 +221,8 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
       }
   };
 
-  // 1. k, v of the chunk (zero past it and past d), the gates, n_c; the first stage of head 0.
+  // 1. k, v of the chunk (zero past it and past d) and kernel 3's weights, e and inverse
+  //    denominators (zero past the chunk as it stored them); C_c when resident; the first stage.
   if (copies_rows)
     for (int j = copy_row; j < L; j += rows_per_pass) {
       const bool present = j < count && copy_column < d;
@@ -235,6 +230,22 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
       copy16_async(keys + j * layout.key_stride + copy_column, a.k + at, present);
       copy16_async(values + j * layout.value_stride + copy_column, a.v + at, present);
     }
+  {
+    const int row_quads_of_weights = L / 4, weight_quads = L * row_quads_of_weights;
+    const int scale_quads = L / 4 + group * L / 4;  // e, then the G heads' inverse denominators
+    const float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
+    for (int item = threadIdx.x; item < weight_quads + scale_quads; item += blockDim.x) {
+      if (item < weight_quads) {
+        const int row = item / row_quads_of_weights, column = 4 * (item % row_quads_of_weights);
+        copy16_async(weights + row * layout.weight_stride + column, chunk_weights + row * L + column, true);
+      } else if (const int quad = item - weight_quads; quad < L / 4) {
+        copy16_async(entering + 4 * quad, a.work.entering + chunk_index * L + 4 * quad, true);
+      } else {
+        const int at = 4 * (quad - L / 4);
+        copy16_async(inverse_denominators + at, a.work.inverse_denominators + chunk_index * group * L + at, true);
+      }
+    }
+  }
   commit_async_copies();
   if constexpr (kResident) {  // C_c whole (rows past d zero), its own group
     if (copies_rows)
@@ -247,142 +258,19 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
   }
   load_stage(0, 0, 0);
   commit_async_copies();
-  for (int j = threadIdx.x; j < count; j += blockDim.x) {
-    const double2 gates = a.work.token_gates[std::size_t(s) * a.n + first_token + j];
-    input[j] = gates.x, log_forget[j] = gates.y;
-  }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) normalizer[i] = a.work.normalizers[chunk_index * d + i];
-  for (int i = threadIdx.x; i < layout.column_groups * group * L; i += blockDim.x) partials[i] = 0.0;
-  const double entry_scale = a.work.entry_scales[chunk_index];
-  const float entry_stabilizer = a.work.entry_stabilizers[chunk_index];
-  __syncthreads();
-  // m_τ and b_τ exactly as the CPU steps and sums them: two independent sequential chains, one
-  // thread each in different warps (the rest of the block waits for them at the next barrier).
-  if (threadIdx.x == 0) {
-    float m = entry_stabilizer;
-    for (int j = 0; j < count; ++j) {
-      m = step_stabilizer(m, make_double2(input[j], log_forget[j]));
-      stabilizers[j] = m;
-    }
-  } else if (threadIdx.x == 32) {
-    double decay = 0.0;
-    for (int j = 0; j < count; ++j) {
-      decay += log_forget[j];
-      cumulative[j] = decay;
-    }
-  }
-  wait_async_copies<kResident ? 2 : 1>();  // k, v (C_c and stage 0 may still be in flight)
-  __syncthreads();
 
-  // 2. The weights (double exponents; zero above the diagonal and past the chunk).
-  for (int row = threadIdx.x; row < L; row += blockDim.x)
-    entering[row] = row < count ? exp(cumulative[row] + entry_scale - double(stabilizers[row])) : 0.0;
-  for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
-    const int row = item / L, j = item % L;
-    weights[row * layout.weight_stride + j] =
-        j <= row && row < count ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row])) : 0.0;
-  }
-  __syncthreads();
-
-  // 3. q̂ᵀn_τ in double: N = e·n_cᵀ + W·K (L × d) on the fp64 tensor cores, then q̂_τ·N_τ per head.
-  //    A warp owns two m-tiles of 8 rows (r and L/8−1−r: the causal work balances) and every
-  //    column_groups-th pair of n-tiles of 8 columns; it sums q̂_τ·N_τ over its columns into
-  //    `partials` (one writer per element), which are then summed over the column groups in a
-  //    fixed order: the same bits on every run. Products and sums are IEEE fp64 throughout.
-  {
-    const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
-    const int m_tile[2] = {pair, L / 8 - 1 - pair};
-    const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
-    const int steps[2] = {2 * m_tile[0] + 2, 2 * m_tile[1] + 2};  // k-steps of 4 keys up to the diagonal
-    const double query_scale = 1.0 / sqrt(double(d));
-    for (int first_tile = 2 * column_group; first_tile < n_tiles; first_tile += 2 * layout.column_groups) {
-      const bool second = first_tile + 1 < n_tiles;  // warp-uniform, as mma.sync needs
-      double sum[2][2][2];
-      #pragma unroll
-      for (int m = 0; m < 2; ++m)
-        #pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const int column = 8 * (first_tile + n) + 2 * t;
-          const bool present = n == 0 || second;
-          sum[m][n][0] = present ? entering[row[m]] * normalizer[column] : 0.0;
-          sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
-        }
-      // The q of the first kPreloadedHeads heads is loaded before the products, so that the global
-      // loads' latency hides behind the fp64 mma chain, and the other heads' lines are prefetched
-      // into L2 then (stop 19's line profile: one head loaded ahead of its sums left ~6% of the
-      // stall samples at the head loop; four heads in registers spill 88 bytes at 24 warps).
-      const auto load_queries = [&](int head, float2 (&into)[2][2]) {
-        #pragma unroll
-        for (int m = 0; m < 2; ++m)
-          #pragma unroll
-          for (int n = 0; n < 2; ++n)
-            into[m][n] = row[m] < count && (n == 0 || second)
-                             ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
-                             : make_float2(0.0f, 0.0f);
-      };
-      float2 preloaded[kPreloadedHeads][2][2];
-      #pragma unroll
-      for (int head = 0; head < kPreloadedHeads; ++head)
-        if (head < group) load_queries(head, preloaded[head]);
-      for (int head = kPreloadedHeads; head < group; ++head)  // the rest into L2 (no registers)
-        #pragma unroll
-        for (int m = 0; m < 2; ++m)
-          if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
-      for (int step = 0; step < steps[1]; ++step) {
-        // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
-        const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
-        const double b0 = key[0], b1 = second ? key[8] : 0.0;
-        const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];
-        mma_fp64(sum[1][0], a1, b0);
-        if (second) mma_fp64(sum[1][1], a1, b1);
-        if (step < steps[0]) {
-          const double a0 = weights[row[0] * layout.weight_stride + 4 * step + t];
-          mma_fp64(sum[0][0], a0, b0);
-          if (second) mma_fp64(sum[0][1], a0, b1);
-        }
-      }
-      const auto add_partials = [&](int head, const float2 (&queries)[2][2]) {
-        #pragma unroll
-        for (int m = 0; m < 2; ++m) {  // q̂_τ·N_τ over this warp's columns
-          double part = 0.0;
-          #pragma unroll
-          for (int n = 0; n < 2; ++n)
-            part += (query_scale * queries[m][n].x) * sum[m][n][0] + (query_scale * queries[m][n].y) * sum[m][n][1];
-          part += __shfl_xor_sync(kFullWarp, part, 1);
-          part += __shfl_xor_sync(kFullWarp, part, 2);
-          if (t == 0) partials[(column_group * group + head) * L + row[m]] += part;
-        }
-      };
-      #pragma unroll
-      for (int head = 0; head < kPreloadedHeads; ++head)
-        if (head < group) add_partials(head, preloaded[head]);
-      for (int head = kPreloadedHeads; head < group; ++head) {
-        float2 queries[2][2];
-        load_queries(head, queries);
-        add_partials(head, queries);
-      }
-    }
-    __syncthreads();
-    for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
-      const int row_of_item = item % L;
-      double query_normalizer = 0.0;
-      for (int column_group_index = 0; column_group_index < layout.column_groups; ++column_group_index)
-        query_normalizer += partials[column_group_index * group * L + item];
-      const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
-      inverse_denominators[item] = row_of_item < count ? float(1.0 / denominator) : 0.0f;
-    }
-  }
-  // Tf32: k and v rounded once, each thread the quads it copied (the fp64 normaliser above read k
-  // as loaded; its last reads are before the barrier above), and a resident C_c once it has
-  // landed. Stage 0's barrier publishes them.
+  // Tf32: k and v rounded once, each thread the quads it copied, and a resident C_c once it has
+  // landed. Stage 0's barrier publishes them, and kernel 3's arrays.
   if constexpr (!kSplit) {
-    if constexpr (kResident) wait_async_copies<1>();  // C_c (stage 0 may still be in flight)
-    if (copies_rows) {
+    wait_async_copies<kResident ? 2 : 1>();  // k, v (C_c and stage 0 may still be in flight)
+    if (copies_rows)
       for (int j = copy_row; j < L; j += rows_per_pass) {
         prepare_operands_in_place<kProducts>(keys + j * layout.key_stride + copy_column, nullptr);
         prepare_operands_in_place<kProducts>(values + j * layout.value_stride + copy_column, nullptr);
       }
-      if constexpr (kResident)
+    if constexpr (kResident) {
+      wait_async_copies<1>();  // C_c (stage 0 may still be in flight)
+      if (copies_rows)
         for (int row = copy_row; row < round_up(d, kStageColumns); row += rows_per_pass)
           prepare_operands_in_place<kProducts>(shared + layout.state_stages + row * layout.state_stride + copy_column,
                                                nullptr);
@@ -471,18 +359,17 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
         if (tile >= all_tiles) continue;
         const int row = 16 * row_tile[m] + g;
         if (tile < value_tiles) {
-          const float top = float(entering[row]) * query_scale, bottom = float(entering[row + 8]) * query_scale;
+          const float top = entering[row] * query_scale, bottom = entering[row + 8] * query_scale;
           acc[m][i][0] *= top, acc[m][i][1] *= top, acc[m][i][2] *= bottom, acc[m][i][3] *= bottom;
         } else {
           const int j = 8 * (tile - value_tiles) + 2 * t;
           const int top = row * layout.score_stride + j, bottom = top + 8 * layout.score_stride;
-          const double* w_top = weights + row * layout.weight_stride + j;
-          const double* w_bottom = w_top + 8 * layout.weight_stride;
-          store_operand<kProducts>(scores + top, scores_small + top, acc[m][i][0] * query_scale * float(w_top[0]));
-          store_operand<kProducts>(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * float(w_top[1]));
-          store_operand<kProducts>(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * float(w_bottom[0]));
-          store_operand<kProducts>(scores + bottom + 1, scores_small + bottom + 1,
-                           acc[m][i][3] * query_scale * float(w_bottom[1]));
+          const float* w_top = weights + row * layout.weight_stride + j;
+          const float* w_bottom = w_top + 8 * layout.weight_stride;
+          store_operand<kProducts>(scores + top, scores_small + top, acc[m][i][0] * query_scale * w_top[0]);
+          store_operand<kProducts>(scores + top + 1, scores_small + top + 1, acc[m][i][1] * query_scale * w_top[1]);
+          store_operand<kProducts>(scores + bottom, scores_small + bottom, acc[m][i][2] * query_scale * w_bottom[0]);
+          store_operand<kProducts>(scores + bottom + 1, scores_small + bottom + 1, acc[m][i][3] * query_scale * w_bottom[1]);
         }
       }
     __syncthreads();
@@ -533,6 +420,7 @@ int chunk_length(const cpu::MlstmShape& shape) {
     const int warp_columns = output_warps(true) / (chunk / 32), tiles = (d + chunk) / 8;
     if (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
         ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
+        DenominatorLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
         (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true))
       return chunk;
   }
@@ -581,6 +469,8 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
+  launch_chunk_denominators(args, stream);
+  if (products == MlstmProducts::Bf16 && launch_chunk_outputs_bf16<Out>(args, stream)) return;
   // Tf32 with C_c resident where it fits (Fp32's small parts leave no room for it) and d is a
   // whole number of 64-column stages: the Kᵀ fragments of a stage read columns of k up to its
   // end, and k's rows in shared memory are round_up(d, 32) wide (a stage past them would read

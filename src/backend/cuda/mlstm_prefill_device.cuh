@@ -1,8 +1,9 @@
 // Device code shared by the chunk-parallel mLSTM prefill's kernels: the constants, the workspace
 // and the argument block every kernel reads, the PTX wrappers (cp.async, 3xTF32 mma, ldmatrix, fp64 mma), the fp32
-// stabilizer step, kernel 1's shared-memory layout (which the host sizes too), and the host
-// launchers of kernels 1 and 2 (defined in mlstm_prefill_state.cu) that mlstm_prefill
-// (mlstm_prefill.cu, whose header holds the math, the precision and the cost) calls.
+// stabilizer step, kernels 1's and 3's shared-memory layouts (which the host sizes too), and the
+// host launchers of kernels 1, 2 and 3 (mlstm_prefill_state.cu, mlstm_prefill_denominators.cu)
+// that mlstm_prefill (mlstm_prefill.cu, whose header holds the math, the precision and the cost)
+// calls.
 // DEVICE CODE: include from .cu files only; the contract is in recurrent_chunkwise.cuh.
 #pragma once
 
@@ -50,16 +51,20 @@ struct Workspace {
   float* entry_stabilizers;  // [S, chunks]: m_c, the recurrence's stabilizer entering chunk c
   double* normalizers;       // [S, chunks, d]: Δñ_c, replaced by n_c (scan)
   float* matrices;           // [S, chunks, d, d]: ΔC̃_c, replaced by C_c (scan)
+  // Kernel 3's, for kernel 4, as the floats the products use (0 past the chunk):
+  float* chunk_weights;         // [S, chunks, L, L]: W_τj = e^{D_τj − m_τ}, 0 above the diagonal
+  float* entering;              // [S, chunks, L]: e_τ = e^{b_τ + M_c − m_τ}
+  float* inverse_denominators;  // [S, chunks, G, L]: 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
 };
 
-// Everything the three kernels read: the call's inputs, the caller's state, the workspace.
+// Everything the four kernels read: the call's inputs, the caller's state, the workspace.
 struct PrefillArgs {
   int n, chunk, chunks;
   int query_heads, kv_heads, states, head_dim;
   const float *q, *k, *v;
   MlstmGateInputs gates;
   cpu::MlstmState state;
-  void* out;               // [n, Hq, d] in kernel 3's Out
+  void* out;               // [n, Hq, d] in kernel 4's Out
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
   __device__ int group() const { return query_heads / states; }
@@ -198,7 +203,7 @@ __device__ __forceinline__ void load_b(Operand<kProducts>& b0, Operand<kProducts
   b1 = operand<kProducts>(m(k + t + 4, column + g));
 }
 
-// ldmatrix fragments for kernel 3. ldmatrix moves 8 × 8 matrices of 16-bit elements, but a row
+// ldmatrix fragments for kernel 4. ldmatrix moves 8 × 8 matrices of 16-bit elements, but a row
 // is 16 bytes either way, so it moves 8 × 4 fp32 matrices just as well: lane ℓ receives the
 // 32-bit element (ℓ/4, ℓ%4), which is where mma.m16n8k8's tf32 fragments want it. Lanes 8i … 8i+7
 // give the row addresses of matrix i (16-byte aligned: the strides and column offsets are
@@ -269,11 +274,41 @@ struct ContributionLayout {
   }
 };
 
-// ---- Launchers of kernels 1 and 2 (mlstm_prefill_state.cu) --------------------------------------
+// ---- Kernel 3's shared memory (the host sizes it too) -------------------------------------------
+
+inline constexpr int kDenominatorThreads = 256;
+
+struct DenominatorLayout {
+  int key_stride, weight_stride, column_groups;
+  int keys, weights, input, log_forget, cumulative, entering, stabilizers, normalizer, partials;
+  SharedCarve carve;
+  __host__ __device__ DenominatorLayout(int chunk, int d, int group) {
+    key_stride = round_up(d, 32) + 4;  // k as loaded (fp32): the fp64 products' B operands
+    weight_stride = chunk + 4;         // doubles: the 8 rows of an fp64 A fragment in two wavefronts
+    column_groups = kDenominatorThreads / 32 / (chunk / 16);  // warps per m-tile pair
+    keys = carve.take(chunk * key_stride);
+    weights = carve.take(2 * chunk * weight_stride);            // W_τj, double
+    input = carve.take(2 * chunk);
+    log_forget = carve.take(2 * chunk);
+    cumulative = carve.take(2 * chunk);
+    entering = carve.take(2 * chunk);                          // e_τ, double
+    stabilizers = carve.take(chunk);                           // m_τ
+    normalizer = carve.take(2 * d);                            // n_c, double
+    partials = carve.take(2 * column_groups * group * chunk);  // q̂_τ·N_τ per column group, double
+  }
+};
+
+// ---- Launchers of kernels 1, 2 and 3 (mlstm_prefill_state.cu, mlstm_prefill_denominators.cu) ------
 
 // Kernel 1 on `stream`: block (s, c) per state head s and chunk c, ContributionLayout's shared memory.
 void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 2 on `stream`: block (slice, s) per slice of state head s's elements of C and n.
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
+// Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory.
+void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
+// Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out; false (nothing
+// launched) for a shape it does not hold.
+template <typename Out>
+bool launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream);
 
 }  // namespace bifocal::cuda::mlstm_prefill_detail

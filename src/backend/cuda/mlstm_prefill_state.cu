@@ -1,7 +1,7 @@
 // Kernels 1 and 2 of the chunk-parallel mLSTM prefill: each chunk's contribution to the state,
 // and the scan over chunks that gives the state entering each (with the stabilizer chain it
 // steps), plus their host launchers. The math, the precision and the cost are in the header of
-// mlstm_prefill.cu (kernel 3 and the host API); the device code the kernels share is in
+// mlstm_prefill.cu (kernel 4 and the host API); the device code the kernels share is in
 // mlstm_prefill_device.cuh; the contract in recurrent_chunkwise.cuh.
 #include <cmath>
 #include <cstddef>
@@ -228,7 +228,7 @@ __device__ void scan_window(T& x, T* slots, std::size_t slot_stride, int first, 
   }
 }
 
-// Block (slice, s): warp 0 steps the stabilizer across the chunks (m_c for kernel 3, m at the end);
+// Block (slice, s): warp 0 steps the stabilizer across the chunks (m_c for kernels 3 and 4, m at the end);
 // warps 1 … 7 carry one element each of C (float4) or n (double) of state head s through them.
 __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();

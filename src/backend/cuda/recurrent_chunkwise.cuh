@@ -30,8 +30,9 @@ namespace bifocal::cuda {
 // sequence. Equal to cpu::mlstm_recurrent to fp32 rounding for any n, any starting state and any
 // gates; the stabilizer m is the CPU's fp32 sequence (bit for bit but for a double-rounding tie,
 // ~2^-28 a token, which moves it one ulp). head_dim: a multiple of 8, at most 256. The workspace (16-byte
-// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 33 MiB for Qwen3-4B's 8 states and 4,096
-// tokens) holds the per-chunk states. Three kernels on `stream`; nothing allocated or synchronised.
+// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 42 MiB for Qwen3-4B's 8 states and 4,096
+// tokens) holds the per-chunk states and weights. Four kernels on `stream`; nothing allocated or
+// synchronised.
 //
 // `products` sets the precision of the numerators' matrix products (the chunk contributions ΔC̃,
 // q̂ᵀC, q̂·k and S'·V on the tensor cores); the gates, weights, stabilizer and the normaliser path
@@ -41,6 +42,10 @@ enum class MlstmProducts {
   Tf32,  // one TF32 pass, every operand rounded to nearest TF32 (10 mantissa bits) once where it
          // is staged: for bf16 and fp16 models, whose q, k and v come out of 8- and 11-bit products
          // already, so the mixer's inputs are not resolved finer than that (~3× fewer instructions)
+  Bf16,  // the outputs' products on bf16 operands (q, k, v, C_c and the weighted scores rounded
+         // to bf16 once, as the window attention rounds its q, k, v and softmax weights), fp32
+         // accumulation; the contributions as Tf32. For bf16 models, where the shape has that
+         // kernel (L = 64, d a multiple of 32 up to 128); other shapes run Tf32
 };
 // Token j's gates for state head s: input[j·stride + s], forget[j·stride + s]. stride ≥ S: S for
 // gates of their own, more where one projection lays out a token's gates side by side (the

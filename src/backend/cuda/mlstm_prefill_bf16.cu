@@ -1,0 +1,355 @@
+// Kernel 4 of the chunkwise mLSTM prefill for bf16 models (MlstmProducts::Bf16): the outputs of
+// mlstm_prefill.cu's chunk_outputs_kernel, h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · 1/den_τ,
+// with every product on mma.sync m16n8k16 bf16 → fp32: q, k, v, C_c and S' rounded to bf16 once,
+// as they are staged (the window attention rounds q, k, v and its softmax weights likewise), W,
+// e and the inverse denominators as kernel 3 wrote them (fp32; the normaliser path is double).
+//
+// Why: the TF32 kernel holds ~209 KB of shared memory, one block an SM, and at 24 warps it is
+// latency-bound (barriers between a head's phases with nothing beside them). In bf16 the same
+// tiles take ~105 KiB at d = 128, L = 64 (k, v, C_c, S' at half the bytes, q in 32-column stages),
+// so two blocks share a multiprocessor and one's barriers hide behind the other's products; an
+// m16n8k16 is twice the work of an m16n8k8 and ldmatrix loads two n-tiles of B at once.
+//
+// Shapes: L = 64, d a multiple of 32 up to 128 (C_c resident). Others keep the TF32 kernel
+// (launch_chunk_outputs_bf16 returns false).
+//
+// Block (s, c), 12 warps: warp (row, column) owns the m-tiles row and 3 − row (16 rows each: the
+// causal work balances) and the n-tile pairs column and column + 6 of [h (d/16 pairs) | S (L/16
+// pairs)]: 12 pairs at d = 128. A fragments (q, S') by ldmatrix, B fragments by ldmatrix.x4 —
+// .trans for C_c and V (row-major in k), plain for Kᵀ (k's rows are Kᵀ's columns).
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/mlstm_prefill_device.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+using namespace mlstm_prefill_detail;
+
+constexpr int kThreads = 384, kWarps = kThreads / 32;
+constexpr int kChunk = 64;              // L
+constexpr int kStageColumns = 32;       // q columns a stage: two k-steps of 16
+constexpr int kWarpColumns = kWarps / (kChunk / 32);  // 6: warps sharing an m-tile pair
+constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
+constexpr std::size_t kOptInSharedMemory = 227 * 1024;
+
+// ---- PTX: ldmatrix and the bf16 mma ----------------------------------------------------------------
+
+// Four 8 × 8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8,
+// register i receives matrix i's fragment (row lane / 4, columns 2·(lane % 4), +1; .trans: rows
+// 2·(lane % 4), +1 of column lane / 4).
+__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+// c (16 × 8) += a (16 × 16 bf16, row-major) · b (16 × 8 bf16, column-major), fp32 accumulation.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- Shared memory ---------------------------------------------------------------------------------
+
+// Pitches in bf16 elements: an odd number of 16-byte units, so that the 8 rows one ldmatrix reads
+// fall in distinct banks. Offsets in floats (SharedCarve).
+struct Bf16OutputLayout {
+  int key_pitch, value_pitch, state_pitch, query_pitch, score_pitch, weight_stride;
+  int keys, values, states, query_stages, scores, weights, entering, inverse_denominators;
+  SharedCarve carve;
+  __host__ __device__ Bf16OutputLayout(int d, int group) {
+    key_pitch = value_pitch = state_pitch = d + 8;  // d a multiple of 32: (2d + 16) / 16 is odd
+    query_pitch = kStageColumns + 8;                // 80 bytes
+    score_pitch = kChunk + 8;                       // 144 bytes
+    weight_stride = kChunk + 4;
+    keys = carve.take(kChunk * key_pitch / 2);
+    values = carve.take(kChunk * value_pitch / 2);
+    states = carve.take(d * state_pitch / 2);                     // C_c, resident
+    query_stages = carve.take(2 * kChunk * query_pitch / 2);      // two stages of q
+    scores = carve.take(kChunk * score_pitch / 2);                // S' = (q̂·k_j) W_τj
+    weights = carve.take(kChunk * weight_stride);                 // kernel 3's W_τj (fp32)
+    entering = carve.take(kChunk);                                // e_τ
+    inverse_denominators = carve.take(group * kChunk);
+  }
+};
+
+__device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
+  return device::pack_pair<__nv_bfloat16>(low, high);
+}
+// Four floats as four bf16 at an 8-byte aligned shared address.
+__device__ __forceinline__ void store_bf16x4(__nv_bfloat16* at, float4 x) {
+  *reinterpret_cast<uint2*>(at) = make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
+}
+
+// ---- The kernel -------------------------------------------------------------------------------------
+
+template <typename Out>
+__global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
+  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = kChunk, group = a.group(), count = a.count(c);
+  const int kv = a.kv_head(s), first_head = s * group, first_token = c * L;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const Bf16OutputLayout layout(d, group);
+  extern __shared__ float4 shared_memory[];
+  float* shared = reinterpret_cast<float*>(shared_memory);
+  __nv_bfloat16* keys = reinterpret_cast<__nv_bfloat16*>(shared + layout.keys);
+  __nv_bfloat16* values = reinterpret_cast<__nv_bfloat16*>(shared + layout.values);
+  __nv_bfloat16* states = reinterpret_cast<__nv_bfloat16*>(shared + layout.states);
+  __nv_bfloat16* query_stages = reinterpret_cast<__nv_bfloat16*>(shared + layout.query_stages);
+  __nv_bfloat16* scores = reinterpret_cast<__nv_bfloat16*>(shared + layout.scores);
+  float* weights = shared + layout.weights;
+  float* entering = shared + layout.entering;
+  float* inverse_denominators = shared + layout.inverse_denominators;
+  const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
+  const float* state_matrix = a.work.matrices + chunk_index * d * d;
+  const auto query_row = [&](int head, int row) {
+    return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
+  };
+
+  // A q stage (L rows × 32 columns, 8 quads a row) through registers: fetched from global memory
+  // a stage ahead, rounded and stored when its buffer is free.
+  constexpr int kStageQuads = kChunk * kStageColumns / 4, kQuadsPerThread = (kStageQuads + kThreads - 1) / kThreads;
+  float4 pending[kQuadsPerThread];
+  const auto fetch_stage = [&](int head, int stage) {
+    #pragma unroll
+    for (int i = 0; i < kQuadsPerThread; ++i) {
+      const int quad = threadIdx.x + i * kThreads, row = quad / (kStageColumns / 4);
+      const int column = stage * kStageColumns + 4 * (quad % (kStageColumns / 4));
+      pending[i] = quad < kStageQuads && row < count
+                       ? *reinterpret_cast<const float4*>(query_row(head, row) + column)
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  };
+  const auto store_stage = [&](int buffer) {
+    #pragma unroll
+    for (int i = 0; i < kQuadsPerThread; ++i) {
+      const int quad = threadIdx.x + i * kThreads, row = quad / (kStageColumns / 4);
+      if (quad < kStageQuads)
+        store_bf16x4(query_stages + (buffer * L + row) * layout.query_pitch + 4 * (quad % (kStageColumns / 4)),
+                     pending[i]);
+    }
+  };
+
+  // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them);
+  //    q's first stage in flight; k, v and C_c rounded into bf16 (rows past the chunk zero).
+  {
+    const int weight_quads = L * L / 4, scale_quads = L / 4 + group * L / 4;
+    const float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
+    for (int item = threadIdx.x; item < weight_quads + scale_quads; item += blockDim.x) {
+      if (item < weight_quads) {
+        const int row = item / (L / 4), column = 4 * (item % (L / 4));
+        copy16_async(weights + row * layout.weight_stride + column, chunk_weights + row * L + column, true);
+      } else if (const int quad = item - weight_quads; quad < L / 4) {
+        copy16_async(entering + 4 * quad, a.work.entering + chunk_index * L + 4 * quad, true);
+      } else {
+        const int at = 4 * (quad - L / 4);
+        copy16_async(inverse_denominators + at, a.work.inverse_denominators + chunk_index * group * L + at, true);
+      }
+    }
+    commit_async_copies();
+  }
+  fetch_stage(0, 0);
+  {
+    const int row_quads = d / 4;
+    constexpr int kInFlight = 4;  // quads a thread loads before it stores
+    const int kv_quads = L * row_quads, total = 2 * kv_quads + d * row_quads;
+    for (int base = threadIdx.x; base < total; base += kInFlight * kThreads) {
+      float4 x[kInFlight];
+      #pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int item = base + u * kThreads;
+        x[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (item < 2 * kv_quads) {
+          const int j = (item % kv_quads) / row_quads, column = 4 * (item % row_quads);
+          if (j < count)
+            x[u] = *reinterpret_cast<const float4*>((item < kv_quads ? a.k : a.v) +
+                                                    (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+        } else if (item < total) {
+          x[u] = *reinterpret_cast<const float4*>(state_matrix + 4 * std::size_t(item - 2 * kv_quads));
+        }
+      }
+      #pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int item = base + u * kThreads;
+        if (item < 2 * kv_quads) {
+          const int j = (item % kv_quads) / row_quads, column = 4 * (item % row_quads);
+          store_bf16x4((item < kv_quads ? keys + j * layout.key_pitch : values + j * layout.value_pitch) + column, x[u]);
+        } else if (item < total) {
+          const int quad = item - 2 * kv_quads, row = quad / row_quads, column = 4 * (quad % row_quads);
+          store_bf16x4(states + row * layout.state_pitch + column, x[u]);
+        }
+      }
+    }
+  }
+  wait_async_copies<0>();  // the first stage's barrier publishes everything above
+
+  // 2. Per head: [h | S] = q·[C_c | Kᵀ] (stages of 32 columns of d), h ← h·e_τ/√d, S' = S·W/√d,
+  //    h += S'·V, out = h · 1/den.
+  const int warp_row = warp % 2, warp_column = warp / 2;
+  const int row_tile[2] = {warp_row, 3 - warp_row};
+  const int value_pairs = d / 16, all_pairs = value_pairs + L / 16, stages = d / kStageColumns;
+  const float query_scale = 1.0f / sqrtf(float(d));
+  const auto pair_of = [&](int i) { return warp_column + i * kWarpColumns; };
+  // Key pair p − value_pairs holds keys 16(p − value_pairs) …: above the diagonal of m-tile r when
+  // its first key is past the tile's last row.
+  const auto above_diagonal = [&](int pair, int m) { return pair - value_pairs > row_tile[m]; };
+  const std::uint32_t query_stages_address = shared_address(query_stages), scores_address = shared_address(scores);
+  const std::uint32_t keys_address = shared_address(keys), values_address = shared_address(values);
+  const std::uint32_t states_address = shared_address(states);
+  // ldmatrix row addresses a lane gives (bytes): A (16 × 16 at rows r, columns k): row r + lane % 16,
+  // column k + 8·(lane / 16). B from a row-major [k][n] matrix (.trans; C_c, V): row k + lane % 8 +
+  // 8·(lane / 8 % 2), column n + 8·(lane / 16). B from Bᵀ row-major [n][k] (Kᵀ from k's rows):
+  // row n + lane % 8 + 8·(lane / 16), column k + 8·(lane / 8 % 2).
+  const int a_row = lane % 16, a_column = 8 * (lane / 16);
+  const int trans_row = lane % 8 + 8 * (lane / 8 % 2), trans_column = 8 * (lane / 16);
+  const int plain_row = lane % 8 + 8 * (lane / 16), plain_column = 8 * (lane / 8 % 2);
+  int stage_counter = 0;
+  for (int head = 0; head < group; ++head) {
+    float acc[2][2 * kPairsPerWarp][4] = {};
+    for (int stage = 0; stage < stages; ++stage, ++stage_counter) {
+      const int buffer = stage_counter % 2;
+      store_stage(buffer);  // its buffer was last read two stages ago, before the barrier below
+      if (stage + 1 < stages) fetch_stage(head, stage + 1);
+      else if (head + 1 < group) fetch_stage(head + 1, 0);
+      __syncthreads();
+      #pragma unroll
+      for (int step = 0; step < kStageColumns / 16; ++step) {
+        const int column = stage * kStageColumns + 16 * step;  // of d: this k-step's rows of C_c, columns of k
+        std::uint32_t af[2][4];
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          load_matrices(af[m], query_stages_address +
+                                   2 * ((buffer * L + 16 * row_tile[m] + a_row) * layout.query_pitch + 16 * step + a_column));
+        #pragma unroll
+        for (int i = 0; i < kPairsPerWarp; ++i) {
+          const int pair = pair_of(i);
+          if (pair >= all_pairs) continue;
+          std::uint32_t b[4];
+          if (pair < value_pairs) {
+            load_matrices_transposed(
+                b, states_address + 2 * ((column + trans_row) * layout.state_pitch + 16 * pair + trans_column));
+          } else {
+            load_matrices(b, keys_address + 2 * ((16 * (pair - value_pairs) + plain_row) * layout.key_pitch + column +
+                                                 plain_column));
+          }
+          #pragma unroll
+          for (int m = 0; m < 2; ++m)
+            if (pair < value_pairs || !above_diagonal(pair, m)) {
+              mma_bf16(acc[m][2 * i], af[m], b[0], b[1]);
+              mma_bf16(acc[m][2 * i + 1], af[m], b[2], b[3]);
+            }
+        }
+      }
+    }
+    // h ← h·e_τ/√d; S' = S·W/√d into shared memory (bf16), the key tiles above the diagonal unwritten
+    // (no row of theirs reads them).
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int i = 0; i < kPairsPerWarp; ++i) {
+        const int pair = pair_of(i);
+        if (pair >= all_pairs) continue;
+        const int row = 16 * row_tile[m] + g;
+        #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float* tile = acc[m][2 * i + half];
+          if (pair < value_pairs) {
+            const float top = entering[row] * query_scale, bottom = entering[row + 8] * query_scale;
+            tile[0] *= top, tile[1] *= top, tile[2] *= bottom, tile[3] *= bottom;
+          } else if (!above_diagonal(pair, m)) {
+            const int j = 16 * (pair - value_pairs) + 8 * half + 2 * t;
+            const float* w_top = weights + row * layout.weight_stride + j;
+            const float* w_bottom = w_top + 8 * layout.weight_stride;
+            *reinterpret_cast<std::uint32_t*>(scores + row * layout.score_pitch + j) =
+                pack_bf16(tile[0] * query_scale * w_top[0], tile[1] * query_scale * w_top[1]);
+            *reinterpret_cast<std::uint32_t*>(scores + (row + 8) * layout.score_pitch + j) =
+                pack_bf16(tile[2] * query_scale * w_bottom[0], tile[3] * query_scale * w_bottom[1]);
+          }
+        }
+      }
+    __syncthreads();
+    // h += S'·V over the keys up to the diagonal (16 a k-step).
+    for (int step = 0; step < L / 16; ++step) {
+      const bool needed[2] = {step <= row_tile[0], step <= row_tile[1]};
+      std::uint32_t af[2][4];
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
+        if (needed[m])
+          load_matrices(af[m], scores_address +
+                                   2 * ((16 * row_tile[m] + a_row) * layout.score_pitch + 16 * step + a_column));
+      #pragma unroll
+      for (int i = 0; i < kPairsPerWarp; ++i) {
+        const int pair = pair_of(i);
+        if (pair >= value_pairs) continue;
+        std::uint32_t b[4];
+        load_matrices_transposed(
+            b, values_address + 2 * ((16 * step + trans_row) * layout.value_pitch + 16 * pair + trans_column));
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+          if (needed[m]) {
+            mma_bf16(acc[m][2 * i], af[m], b[0], b[1]);
+            mma_bf16(acc[m][2 * i + 1], af[m], b[2], b[3]);
+          }
+      }
+    }
+    // out = h · 1/den.
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int i = 0; i < kPairsPerWarp; ++i) {
+        const int pair = pair_of(i);
+        if (pair >= value_pairs) continue;
+        #pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float* tile = acc[m][2 * i + half];
+          const int row = 16 * row_tile[m] + g, column = 16 * pair + 8 * half + 2 * t;
+          const float* inverse = inverse_denominators + head * L;
+          Out* out = static_cast<Out*>(a.out) + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d +
+                     column;
+          if (row < count) device::store2(out, tile[0] * inverse[row], tile[1] * inverse[row]);
+          if (row + 8 < count)
+            device::store2(out + std::size_t(8) * a.query_heads * d, tile[2] * inverse[row + 8],
+                           tile[3] * inverse[row + 8]);
+        }
+      }
+    __syncthreads();  // S' is rewritten by the next head
+  }
+}
+
+}  // namespace
+
+template <typename Out>
+bool mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream) {
+  const int d = args.head_dim, group = args.query_heads / args.states;
+  const int pairs = d / 16 + kChunk / 16;
+  if (args.chunk != kChunk || d % kStageColumns != 0 || d > 128 || pairs > kWarpColumns * kPairsPerWarp) return false;
+  const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
+  if (bytes > kOptInSharedMemory) return false;
+  // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
+  // more L1 and run one.
+  check(cudaFuncSetAttribute(chunk_outputs_bf16_kernel<Out>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared),
+        "chunk_outputs_bf16_kernel");
+  launch_dependent(chunk_outputs_bf16_kernel<Out>, dim3(args.states, args.chunks), dim3(kThreads), bytes, stream,
+                   "chunk_outputs_bf16_kernel", args);
+  return true;
+}
+
+template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<float>(const PrefillArgs&, cudaStream_t);
+template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<__nv_bfloat16>(const PrefillArgs&, cudaStream_t);
+template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<__half>(const PrefillArgs&, cudaStream_t);
+
+}  // namespace bifocal::cuda

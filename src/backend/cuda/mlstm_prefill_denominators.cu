@@ -1,0 +1,200 @@
+// Kernel 3 of the chunkwise mLSTM prefill (mlstm_prefill.cu has the math and the other kernels'
+// places): for each state head and chunk, what the outputs kernel scales its products by —
+//   m_τ   the stabilizer, stepped from the chunk's entering m_c exactly as the CPU steps it,
+//   W_τj  = e^{D_τj − m_τ} (j ≤ τ), e_τ = e^{b_τ + M_c − m_τ}   (double exponents),
+//   1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6) for each of the state's G query heads, q̂ᵀn in double:
+//         N_τ = e_τ n_c + Σ_j W_τj k_j on the fp64 tensor cores, then q̂_τ·N_τ head by head.
+// W and e are stored as the floats the products use, the inverse denominators as floats.
+//
+// Why a kernel of its own: in the outputs kernel (one ~220 KB block an SM) this preamble — the
+// copies, the two sequential chains, 4,096 double exponents and the fp64 normaliser — ran with
+// nothing to overlap it, about a third of that kernel's stall samples (stop 19's line profile).
+// Here it needs ~80 KB, so two blocks share a multiprocessor and each one's waits hide behind the
+// other's work; the cost is reading q a second time.
+#include <cmath>
+#include <cstddef>
+
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/mlstm_prefill_device.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+using namespace mlstm_prefill_detail;
+
+// q of this many query heads is loaded by a warp before its fp64 products, the rest prefetched
+// into L2 then and loaded after them (8 registers a head).
+constexpr int kPreloadedHeads = 2;
+
+// Block (s, c): the chunk c of state head s.
+__global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
+  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
+  const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+  const DenominatorLayout layout(L, d, group);
+  extern __shared__ float4 shared_memory[];
+  float* shared = reinterpret_cast<float*>(shared_memory);
+  float* keys = shared + layout.keys;
+  double* weights = reinterpret_cast<double*>(shared + layout.weights);
+  double* input = reinterpret_cast<double*>(shared + layout.input);
+  double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
+  double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
+  double* entering = reinterpret_cast<double*>(shared + layout.entering);
+  float* stabilizers = shared + layout.stabilizers;
+  double* normalizer = reinterpret_cast<double*>(shared + layout.normalizer);
+  double* partials = reinterpret_cast<double*>(shared + layout.partials);
+  const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
+  const auto query_row = [&](int head, int row) {
+    return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
+  };
+
+  // 1. k of the chunk (zero past it and past d), the gates, n_c.
+  for (int item = threadIdx.x; item < L * width / 4; item += blockDim.x) {
+    const int j = item / (width / 4), column = 4 * (item % (width / 4));
+    const bool present = j < count && column < d;
+    copy16_async(keys + j * layout.key_stride + column,
+                 present ? a.k + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column : a.k, present);
+  }
+  commit_async_copies();
+  for (int j = threadIdx.x; j < count; j += blockDim.x) {
+    const double2 gates = a.work.token_gates[std::size_t(s) * a.n + first_token + j];
+    input[j] = gates.x, log_forget[j] = gates.y;
+  }
+  for (int i = threadIdx.x; i < d; i += blockDim.x) normalizer[i] = a.work.normalizers[chunk_index * d + i];
+  for (int i = threadIdx.x; i < layout.column_groups * group * L; i += blockDim.x) partials[i] = 0.0;
+  const double entry_scale = a.work.entry_scales[chunk_index];
+  const float entry_stabilizer = a.work.entry_stabilizers[chunk_index];
+  __syncthreads();
+  // m_τ and b_τ exactly as the CPU steps and sums them: two independent sequential chains, one
+  // thread each in different warps (the rest of the block waits for them at the next barrier).
+  if (threadIdx.x == 0) {
+    float m = entry_stabilizer;
+    for (int j = 0; j < count; ++j) {
+      m = step_stabilizer(m, make_double2(input[j], log_forget[j]));
+      stabilizers[j] = m;
+    }
+  } else if (threadIdx.x == 32) {
+    double decay = 0.0;
+    for (int j = 0; j < count; ++j) {
+      decay += log_forget[j];
+      cumulative[j] = decay;
+    }
+  }
+  wait_async_copies<0>();
+  __syncthreads();
+
+  // 2. The weights (zero above the diagonal and past the chunk), here in double and for kernel 4
+  //    as floats.
+  float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
+  for (int row = threadIdx.x; row < L; row += blockDim.x) {
+    entering[row] = row < count ? exp(cumulative[row] + entry_scale - double(stabilizers[row])) : 0.0;
+    a.work.entering[chunk_index * L + row] = float(entering[row]);
+  }
+  for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
+    const int row = item / L, j = item % L;
+    const double w =
+        j <= row && row < count ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row])) : 0.0;
+    weights[row * layout.weight_stride + j] = w;
+    chunk_weights[item] = float(w);
+  }
+  __syncthreads();
+
+  // 3. q̂ᵀn_τ in double: N = e·n_cᵀ + W·K (L × d) on the fp64 tensor cores, then q̂_τ·N_τ per head.
+  //    A warp owns two m-tiles of 8 rows (r and L/8−1−r: the causal work balances) and every
+  //    column_groups-th pair of n-tiles of 8 columns; it sums q̂_τ·N_τ over its columns into
+  //    `partials` (one writer per element), which are then summed over the column groups in a
+  //    fixed order: the same bits on every run. Products and sums are IEEE fp64 throughout.
+  const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
+  const int m_tile[2] = {pair, L / 8 - 1 - pair};
+  const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
+  const int steps[2] = {2 * m_tile[0] + 2, 2 * m_tile[1] + 2};  // k-steps of 4 keys up to the diagonal
+  const double query_scale = 1.0 / sqrt(double(d));
+  for (int first_tile = 2 * column_group; first_tile < n_tiles; first_tile += 2 * layout.column_groups) {
+    const bool second = first_tile + 1 < n_tiles;  // warp-uniform, as mma.sync needs
+    double sum[2][2][2];
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const int column = 8 * (first_tile + n) + 2 * t;
+        const bool present = n == 0 || second;
+        sum[m][n][0] = present ? entering[row[m]] * normalizer[column] : 0.0;
+        sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
+      }
+    // The first heads' q is loaded before the products, so that the global loads' latency hides
+    // behind the fp64 mma chain; the other heads' lines go to L2 then.
+    const auto load_queries = [&](int head, float2 (&into)[2][2]) {
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
+        #pragma unroll
+        for (int n = 0; n < 2; ++n)
+          into[m][n] = row[m] < count && (n == 0 || second)
+                           ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
+                           : make_float2(0.0f, 0.0f);
+    };
+    float2 preloaded[kPreloadedHeads][2][2];
+    #pragma unroll
+    for (int head = 0; head < kPreloadedHeads; ++head)
+      if (head < group) load_queries(head, preloaded[head]);
+    for (int head = kPreloadedHeads; head < group; ++head)
+      #pragma unroll
+      for (int m = 0; m < 2; ++m)
+        if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
+    for (int step = 0; step < steps[1]; ++step) {
+      // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
+      const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
+      const double b0 = key[0], b1 = second ? key[8] : 0.0;
+      const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];
+      mma_fp64(sum[1][0], a1, b0);
+      if (second) mma_fp64(sum[1][1], a1, b1);
+      if (step < steps[0]) {
+        const double a0 = weights[row[0] * layout.weight_stride + 4 * step + t];
+        mma_fp64(sum[0][0], a0, b0);
+        if (second) mma_fp64(sum[0][1], a0, b1);
+      }
+    }
+    const auto add_partials = [&](int head, const float2 (&queries)[2][2]) {
+      #pragma unroll
+      for (int m = 0; m < 2; ++m) {  // q̂_τ·N_τ over this warp's columns
+        double part = 0.0;
+        #pragma unroll
+        for (int n = 0; n < 2; ++n)
+          part += (query_scale * queries[m][n].x) * sum[m][n][0] + (query_scale * queries[m][n].y) * sum[m][n][1];
+        part += __shfl_xor_sync(kFullWarp, part, 1);
+        part += __shfl_xor_sync(kFullWarp, part, 2);
+        if (t == 0) partials[(column_group * group + head) * L + row[m]] += part;
+      }
+    };
+    #pragma unroll
+    for (int head = 0; head < kPreloadedHeads; ++head)
+      if (head < group) add_partials(head, preloaded[head]);
+    for (int head = kPreloadedHeads; head < group; ++head) {
+      float2 queries[2][2];
+      load_queries(head, queries);
+      add_partials(head, queries);
+    }
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
+    const int row_of_item = item % L;
+    double query_normalizer = 0.0;
+    for (int column_group_index = 0; column_group_index < layout.column_groups; ++column_group_index)
+      query_normalizer += partials[column_group_index * group * L + item];
+    const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
+    a.work.inverse_denominators[chunk_index * group * L + item] =
+        row_of_item < count ? float(1.0 / denominator) : 0.0f;
+  }
+}
+
+}  // namespace
+
+void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
+  const int group = args.query_heads / args.states;
+  launch_dependent(chunk_denominators_kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
+                   DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
+                   "chunk_denominators_kernel", args);
+}
+
+}  // namespace bifocal::cuda
