@@ -44,6 +44,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/tensor_core_fragments.cuh"
 
 namespace bifocal::cuda {
 namespace {
@@ -83,37 +84,10 @@ __device__ __forceinline__ void copy8_async(void* shared, const void* global) {
 __device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-// Four 8 × 8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of matrix t / 8, and
-// register i receives matrix i's fragment: row lane / 4, columns 2·(lane % 4) and +1 (.trans:
-// rows 2·(lane % 4) and +1 of column lane / 4).
-__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-// c (16 × 8 fp32) += a (16 × 16 T, row-major) · b (16 × 8 T, column-major), T bf16 or fp16.
-// Fragments, with g = lane / 4 and c = lane % 4: a[0] = A[g][2c, 2c+1], a[1] = A[g+8][2c, 2c+1],
-// a[2] = A[g][2c+8, +9], a[3] = A[g+8][2c+8, +9]; b0 = B[2c, 2c+1][g], b1 = B[2c+8, +9][g];
-// c = C[g][2c, 2c+1], C[g+8][2c, 2c+1].
-template <typename T>
-__device__ __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>)
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+// ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
+using device::load_matrices;
+using device::load_matrices_transposed;
+using device::mma_m16n8k16;
 
 // 2^x in one MUFU.EX2; 2^−∞ = 0.
 __device__ __forceinline__ float exp2_fast(float x) {
@@ -338,8 +312,8 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<T, D, DV>& share
     for (int np = 0; np < kTileKeys / 16; ++np) {
       std::uint32_t b[4];
       load_matrices(b, address.keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(T));
-      mma<T>(s[2 * np], rows.q[ks], b[0], b[1]);
-      mma<T>(s[2 * np + 1], rows.q[ks], b[2], b[3]);
+      mma_m16n8k16<T>(s[2 * np], rows.q[ks], b[0], b[1]);
+      mma_m16n8k16<T>(s[2 * np + 1], rows.q[ks], b[2], b[3]);
     }
   }
 
@@ -410,8 +384,8 @@ __device__ __forceinline__ void attend_tile(const SharedStorage<T, D, DV>& share
     for (int dp = 0; dp < DV / 16; ++dp) {
       std::uint32_t b[4];
       load_matrices_transposed(b, address.values[dp % 4] + (16 * kk * DV + 64 * (dp / 4)) * sizeof(T));
-      mma<T>(rows.o[2 * dp], p, b[0], b[1]);
-      mma<T>(rows.o[2 * dp + 1], p, b[2], b[3]);
+      mma_m16n8k16<T>(rows.o[2 * dp], p, b[0], b[1]);
+      mma_m16n8k16<T>(rows.o[2 * dp + 1], p, b[2], b[3]);
     }
   }
 }

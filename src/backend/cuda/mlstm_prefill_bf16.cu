@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/tensor_core_fragments.cuh"
 #include "backend/cuda/mlstm_prefill_device.cuh"
 
 namespace bifocal::cuda {
@@ -37,28 +38,12 @@ constexpr int kWarpColumns = kWarps / (kChunk / 32);  // 6: warps sharing an m-t
 constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
 constexpr std::size_t kOptInSharedMemory = 227 * 1024;
 
-// ---- PTX: ldmatrix and the bf16 mma ----------------------------------------------------------------
-
-// Four 8 × 8 matrices of 16-bit elements; lane l gives the address of row l % 8 of matrix l / 8,
-// register i receives matrix i's fragment (row lane / 4, columns 2·(lane % 4), +1; .trans: rows
-// 2·(lane % 4), +1 of column lane / 4).
-__device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-__device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-// c (16 × 8) += a (16 × 16 bf16, row-major) · b (16 × 8 bf16, column-major), fp32 accumulation.
+// ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
+using device::load_matrices;
+using device::load_matrices_transposed;
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                                          std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  device::mma_m16n8k16<__nv_bfloat16>(c, a, b0, b1);
 }
 
 // ---- Shared memory ---------------------------------------------------------------------------------
