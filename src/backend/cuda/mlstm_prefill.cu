@@ -233,22 +233,7 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
       copy16_async(keys + j * layout.key_stride + copy_column, a.k + at, present);
       copy16_async(values + j * layout.value_stride + copy_column, a.v + at, present);
     }
-  {
-    const int row_quads_of_weights = L / 4, weight_quads = L * row_quads_of_weights;
-    const int scale_quads = L / 4 + group * L / 4;  // e, then the G heads' inverse denominators
-    const float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
-    for (int item = threadIdx.x; item < weight_quads + scale_quads; item += blockDim.x) {
-      if (item < weight_quads) {
-        const int row = item / row_quads_of_weights, column = 4 * (item % row_quads_of_weights);
-        copy16_async(weights + row * layout.weight_stride + column, chunk_weights + row * L + column, true);
-      } else if (const int quad = item - weight_quads; quad < L / 4) {
-        copy16_async(entering + 4 * quad, a.work.entering + chunk_index * L + 4 * quad, true);
-      } else {
-        const int at = 4 * (quad - L / 4);
-        copy16_async(inverse_denominators + at, a.work.inverse_denominators + chunk_index * group * L + at, true);
-      }
-    }
-  }
+  copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
   commit_async_copies();
   if constexpr (kResident) {  // C_c whole (rows past d zero), its own group
     if (copies_rows)

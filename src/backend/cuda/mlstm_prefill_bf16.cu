@@ -130,22 +130,8 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
 
   // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them);
   //    q's first stage in flight; k, v and C_c rounded into bf16 (rows past the chunk zero).
-  {
-    const int weight_quads = L * L / 4, scale_quads = L / 4 + group * L / 4;
-    const float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
-    for (int item = threadIdx.x; item < weight_quads + scale_quads; item += blockDim.x) {
-      if (item < weight_quads) {
-        const int row = item / (L / 4), column = 4 * (item % (L / 4));
-        copy16_async(weights + row * layout.weight_stride + column, chunk_weights + row * L + column, true);
-      } else if (const int quad = item - weight_quads; quad < L / 4) {
-        copy16_async(entering + 4 * quad, a.work.entering + chunk_index * L + 4 * quad, true);
-      } else {
-        const int at = 4 * (quad - L / 4);
-        copy16_async(inverse_denominators + at, a.work.inverse_denominators + chunk_index * group * L + at, true);
-      }
-    }
-    commit_async_copies();
-  }
+  copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
+  commit_async_copies();
   fetch_stage(0, 0);
   {
     const int row_quads = d / 4;

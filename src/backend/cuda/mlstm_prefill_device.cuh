@@ -257,6 +257,30 @@ __device__ __forceinline__ float step_stabilizer(float m, double2 gates) {
   return device::mlstm_next_stabilizer(m, {gates.x, gates.y});  // the CPU's fp32(max(logf + m, ĩ))
 }
 
+// ---- Kernel 4's first copies (both precisions) --------------------------------------------------
+
+// Kernel 3's W_τj (L × L floats, into rows of `weight_stride`), e_τ (L) and the G heads'
+// inverse denominators (G·L) for chunk `chunk_index`, into shared memory by cp.async (not
+// committed); zero past the chunk as kernel 3 stored them. L = a.chunk, group = a.group(), given
+// so that a kernel with L fixed at compile time keeps it.
+__device__ __forceinline__ void copy_chunk_scales_async(const PrefillArgs& a, std::size_t chunk_index, int L,
+                                                        int group, float* weights, int weight_stride, float* entering,
+                                                        float* inverse_denominators) {
+  const int weight_quads = L * L / 4, scale_quads = L / 4 + group * L / 4;  // e, then the G heads'
+  const float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
+  for (int item = threadIdx.x; item < weight_quads + scale_quads; item += blockDim.x) {
+    if (item < weight_quads) {
+      const int row = item / (L / 4), column = 4 * (item % (L / 4));
+      copy16_async(weights + row * weight_stride + column, chunk_weights + row * L + column, true);
+    } else if (const int quad = item - weight_quads; quad < L / 4) {
+      copy16_async(entering + 4 * quad, a.work.entering + chunk_index * L + 4 * quad, true);
+    } else {
+      const int at = 4 * (quad - L / 4);
+      copy16_async(inverse_denominators + at, a.work.inverse_denominators + chunk_index * group * L + at, true);
+    }
+  }
+}
+
 // ---- Kernel 1's shared memory (the host sizes it too) -------------------------------------------
 
 struct ContributionLayout {
