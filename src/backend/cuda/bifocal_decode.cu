@@ -56,9 +56,9 @@ struct BifocalWorkspace {
 // T (as swa's and mlstm's outputs do) and the mix is rounded once more. Memory bound: 3·sizeof(T)
 // bytes an element. Four elements a thread where a head's d is a multiple of 4 (they share one
 // gate). Each thread reads its elements before it writes them, so out may be either branch.
-// Its own grid-stride loop rather than device::for_each_element (device_math.cuh): written with
-// that one (the same PTX loop body) it took 34.4 µs a 4,096-token Qwen3-4B launch against 28.5 µs
-// with this one on the H200 (stop 20, three runs each; the cause was not found).
+// Its own grid-stride loop rather than dense_kernels.cu's for_each_element: written with that one
+// (moved into a header; the same PTX loop body) it took 34.4 µs a 4,096-token Qwen3-4B launch
+// against 28.5 µs with this one on the H200 (stop 20, three runs each; the cause was not found).
 template <typename T>
 __global__ void bifocal_mix_kernel(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out,
                                    T* out, std::int64_t count, int query_heads, int head_dim) {

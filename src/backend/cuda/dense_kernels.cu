@@ -48,7 +48,19 @@ unsigned elementwise_blocks(std::int64_t count) {
 
 bool aligned(const void* pointer, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(pointer) % bytes == 0; }
 
-// Blocks for device::for_each_element.
+// The grid-stride loop of the elementwise kernels, four elements a thread where the pointers allow
+// (`vectorized`: quad(i) for elements 4i … 4i+3, 16-byte loads), then one at a time (one(i)) for
+// the rest. A 4,096-token prefill's 40 M SwiGLU elements at one element a thread ran at ~2.1 TB/s.
+template <typename Quad, typename One>
+__device__ void for_each_element(std::int64_t count, bool vectorized, Quad quad, One one) {
+  const std::int64_t first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  const std::int64_t quads = vectorized ? count / 4 : 0;
+  for (std::int64_t i = first; i < quads; i += stride) quad(i);
+  for (std::int64_t i = 4 * quads + first; i < count; i += stride) one(i);
+}
+
+// Blocks for for_each_element.
 unsigned elementwise_blocks(std::int64_t count, bool vectorized) {
   return elementwise_blocks(vectorized ? (count + 3) / 4 : count);
 }
@@ -127,7 +139,7 @@ template <typename OutT>
 __global__ void swiglu_kernel(const float* gate, const float* up, std::int64_t count, bool vectorized, OutT* out) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
-  device::for_each_element(
+  for_each_element(
       count, vectorized,
       [&](std::int64_t i) {
         const float4 g = reinterpret_cast<const float4*>(gate)[i], u = reinterpret_cast<const float4*>(up)[i];
@@ -159,7 +171,7 @@ template <typename T>
 __global__ void convert_kernel(const float* in, T* out, std::int64_t count, bool vectorized) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
-  device::for_each_element(
+  for_each_element(
       count, vectorized,
       [&](std::int64_t i) { device::store4(out + 4 * i, reinterpret_cast<const float4*>(in)[i]); },
       [&](std::int64_t i) { out[i] = from_float<T>(in[i]); });

@@ -121,16 +121,4 @@ __device__ __forceinline__ void unpack16(const uint4& raw, float* out, const flo
   out[3] = __uint_as_float(raw.w);
 }
 
-// The grid-stride loop of the elementwise kernels, four elements a thread where the pointers allow
-// (`vectorized`: quad(i) for elements 4i … 4i+3, 16-byte loads), then one at a time (one(i)) for
-// the rest. A 4,096-token prefill's 40 M SwiGLU elements at one element a thread ran at ~2.1 TB/s.
-template <typename Quad, typename One>
-__device__ __forceinline__ void for_each_element(std::int64_t count, bool vectorized, Quad quad, One one) {
-  const std::int64_t first = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  const std::int64_t quads = vectorized ? count / 4 : 0;
-  for (std::int64_t i = first; i < quads; i += stride) quad(i);
-  for (std::int64_t i = 4 * quads + first; i < count; i += stride) one(i);
-}
-
 }  // namespace bifocal::cuda::device
