@@ -85,7 +85,6 @@ namespace {
 
 using namespace mlstm_prefill_detail;
 
-constexpr std::size_t kSharedMemoryLimit = 227 * 1024;  // sm_90's opt-in maximum per block
 // Kernel 4's pipeline stages: columns of d per stage of q (and of C_c, when C_c is not resident).
 __host__ __device__ constexpr int stage_columns(bool resident) { return resident ? 64 : 32; }
 __host__ __device__ constexpr int query_stage_stride(bool resident) {

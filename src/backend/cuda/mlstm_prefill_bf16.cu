@@ -36,7 +36,6 @@ constexpr int kChunk = 64;              // L
 constexpr int kStageColumns = 32;       // q columns a stage: two k-steps of 16
 constexpr int kWarpColumns = kWarps / (kChunk / 32);  // 6: warps sharing an m-tile pair
 constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
-constexpr std::size_t kOptInSharedMemory = 227 * 1024;
 
 // ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
 using device::load_matrices;
@@ -308,7 +307,7 @@ bool mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   const int pairs = d / 16 + kChunk / 16;
   if (args.chunk != kChunk || d % kStageColumns != 0 || d > 128 || pairs > kWarpColumns * kPairsPerWarp) return false;
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
-  if (bytes > kOptInSharedMemory) return false;
+  if (bytes > kSharedMemoryLimit) return false;
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
   // more L1 and run one.
   check(cudaFuncSetAttribute(chunk_outputs_bf16_kernel<Out>, cudaFuncAttributePreferredSharedMemoryCarveout,

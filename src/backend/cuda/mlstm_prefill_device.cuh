@@ -57,6 +57,9 @@ struct Workspace {
   float* inverse_denominators;  // [S, chunks, G, L]: 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
 };
 
+// The shared memory one block may opt into on sm_90; every kernel's layout is checked against it.
+inline constexpr std::size_t kSharedMemoryLimit = 227 * 1024;
+
 // Everything the four kernels read: the call's inputs, the caller's state, the workspace.
 struct PrefillArgs {
   int n, chunk, chunks;
