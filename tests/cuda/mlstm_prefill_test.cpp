@@ -72,7 +72,7 @@ const MlstmCase kMlstmCases[] = {
     {{32, 8, 8, 128}},   // Qwen3-4B, state=kv: 4 query heads per state
     {{32, 8, 32, 128}},  // Qwen3-4B, state=q
     {{4, 4, 4, 16}},     // 1:1
-    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},  // d = 256: chunks of 32
+    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},  // d = 256: chunks of 32 (64 in bf16 products)
     {{16, 1, 1, 32}},    // 16 query heads per state
 };
 
@@ -230,7 +230,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
   auto out = poisoned<float>(outputs);
   // Sized for all n tokens, it serves the shorter calls too; poisoned, so that nothing is read
   // before this call writes it.
-  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
   const auto run = [&](int begin, int count) {
     testing::poison_shared_memory();  // an unwritten shared word read by the kernels is then NaN
     const cuda::MlstmGateInputs gates{input_gate.data() + x.gate_offset(begin),
@@ -299,7 +299,8 @@ TEST_P(MlstmKernels, Tf32ProductsStayWithinTf32RoundingOfTheCpuRecurrence) {
 }
 
 // bf16 products (the bf16 models' outputs kernel where the shape has it: L = 64, d a multiple of
-// 32 up to 128; the others run the TF32 one): within the bf16 rounding bound, as above.
+// 32 up to 128, or 256 in two blocks of 128 value columns; the others run the TF32 one): within
+// the bf16 rounding bound, as above.
 TEST_P(MlstmKernels, Bf16ProductsStayWithinBf16RoundingOfTheCpuRecurrence) {
   static ErrorLog log{"mlstm prefill, bf16 products"};
   expect_prefill_equals_recurrence_for(GetParam().shape, {7, 64, 333}, log, cuda::MlstmProducts::Bf16);
@@ -335,6 +336,22 @@ TEST(MlstmPrefill, Qwen3FourBChunkOf4096TokensEqualsTheCpuRecurrence) {
   }
 }
 
+// A whole 4,096-token chunk of the Qwen3.5-4B-like shape in bf16 products (d = 256: chunks of 64,
+// each computed by two blocks of 128 value columns), both gate regimes, and in two calls.
+TEST(MlstmPrefill, Qwen35LikeChunkOf4096TokensInBf16ProductsStaysWithinBf16Rounding) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const unsigned seed = testing::fresh_seed();
+  std::mt19937 rng(seed);
+  static ErrorLog log{"mlstm prefill, 4,096 tokens, d = 256, bf16 products"};
+  const cpu::MlstmShape shape{16, 4, 4, 256};
+  for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " " + name_of(gates));
+    expect_prefill_equals_recurrence(shape, 4096, gates, 0, rng, log, cuda::MlstmProducts::Bf16);
+  }
+  SCOPED_TRACE("seed " + std::to_string(seed) + " two calls, 1,000 + 3,096");
+  expect_prefill_equals_recurrence(shape, 4096, Gates::Moderate, 1000, rng, log, cuda::MlstmProducts::Bf16);
+}
+
 // The mixers' calls: the gates in rows of a token's [input | forget | mix] pre-activations, and the
 // outputs in the model's bf16 or fp16. The same call on gates of their own with fp32 outputs is
 // the reference: the narrow outputs are its outputs rounded to nearest, bit for bit, and the
@@ -359,8 +376,8 @@ void expect_strided_gates_and_narrow_outputs_round_the_float_call(const cpu::Mls
   const auto gate_rows = on_device(rows);
   auto reference = poisoned<float>(x.q.size());
   auto out = testing::upload(std::vector<Out>(x.q.size()));
-  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
-  const auto products = cuda::MlstmProducts::Tf32;  // the bf16 and fp16 models' pass
+  const auto products = cuda::MlstmProducts::Tf32;  // the fp16 models' pass
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
   cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {input_gate.data(), forget_gate.data(), S}, n,
                       reference_state.view(), reference.data(), products, workspace.data(), nullptr);
   cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {gate_rows.data(), gate_rows.data() + S, stride}, n,
@@ -388,7 +405,7 @@ TEST(MlstmPrefillArguments, AGateStrideShorterThanTheStatesIsRefusedByName) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const cpu::MlstmShape shape{8, 2, 2, 16};
   const int n = 4;
-  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n));
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, cuda::MlstmProducts::Tf32));
   auto buffer = on_device(std::vector<float>(std::size_t(n) * shape.query_heads * shape.head_dim));
   testing::HostMlstmState host(shape);
   testing::DeviceMlstmState state(host);

@@ -32,6 +32,15 @@ cpu::LinearShape linear_shape(const MixerSpec& spec, const LayerShape& shape) {
           spec.feature == MixerSpec::Feature::Hedgehog ? cpu::FeatureMap::Hedgehog : cpu::FeatureMap::Elu1};
 }
 
+// The mLSTM prefill's numerators at the storage type's resolution: fp32 models keep fp32 products,
+// fp16 ones one TF32 pass, bf16 ones bf16 operands (recurrent_chunkwise.cuh).
+template <typename T>
+constexpr MlstmProducts mlstm_products_of() {
+  return std::is_same_v<T, float>           ? MlstmProducts::Fp32
+         : std::is_same_v<T, __nv_bfloat16> ? MlstmProducts::Bf16
+                                            : MlstmProducts::Tf32;
+}
+
 template <typename T>
 std::byte* scratch_of(DeviceMixerState<T>& state) {
   return state.shared->workspace.size() ? state.shared->workspace.data() : nullptr;
@@ -143,7 +152,8 @@ DeviceMixerScratchSizes DeviceMixer<T>::scratch_sizes(std::int64_t capacity, int
     // the chunk-parallel mLSTM prefill's per-chunk states (Bifocal: shared with the decode's)
     sizes.workspace_bytes = std::max(
         sizes.workspace_bytes,
-        mlstm_prefill_workspace_bytes({shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim}, chunk));
+        mlstm_prefill_workspace_bytes({shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim}, chunk,
+                                      mlstm_products_of<T>()));
   }
   if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) sizes.branch = n * out_row;
   if (spec_.kind == Kind::Bifocal) sizes.memory_branch = n * out_row;
@@ -235,11 +245,7 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
   const float* hedgehog = feature_map_.size() ? feature_map_.data() : nullptr;
   const cpu::MlstmShape mlstm{shape_.query_heads, shape_.kv_heads, state_heads(), shape_.head_dim};
   const cpu::MlstmState cell{s.matrix.data(), s.normalizer.data(), s.stabilizer.data()};
-  // The numerators at the storage type's resolution: fp32 models keep fp32 products, fp16 ones
-  // one TF32 pass, bf16 ones bf16 operands (recurrent_chunkwise.cuh).
-  const MlstmProducts mlstm_products = std::is_same_v<T, float>           ? MlstmProducts::Fp32
-                                       : std::is_same_v<T, __nv_bfloat16> ? MlstmProducts::Bf16
-                                                                          : MlstmProducts::Tf32;
+  const MlstmProducts mlstm_products = mlstm_products_of<T>();
   switch (spec_.kind) {
     case Kind::Full: {  // keys first, then attention over the linear cache 0 … p0+n−1
       store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), nullptr,

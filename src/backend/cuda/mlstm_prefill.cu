@@ -400,15 +400,18 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
 
 // ---- Host -------------------------------------------------------------------------------------
 
-// The longer chunk (64, else 32 tokens) whose kernels fit in shared memory and in the warp tiling.
-int chunk_length(const cpu::MlstmShape& shape) {
+// The longer chunk (64, else 32 tokens) whose kernels fit in shared memory and in the warp tiling:
+// the outputs kernel `products` runs (bf16's where it holds the shape, else the TF32 ones, whose
+// layouts the 3xTF32 one bounds).
+int chunk_length(const cpu::MlstmShape& shape, MlstmProducts products) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
     const int warp_columns = output_warps(true) / (chunk / 32), tiles = (d + chunk) / 8;
-    if (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
-        ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
-        DenominatorLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit &&
-        (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true))
+    const bool outputs_fit = (products == MlstmProducts::Bf16 && chunk_outputs_bf16_fits(chunk, d, group)) ||
+                             (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
+                              (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true));
+    if (outputs_fit && ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
+        DenominatorLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit)
       return chunk;
   }
   fail("mlstm_prefill", "head dimension " + std::to_string(d) + " with " + std::to_string(group) +
@@ -422,11 +425,11 @@ void check_head_dim(int head_dim) {
 
 }  // namespace
 
-std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n) {
+std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   std::size_t bytes = 0;
-  if (n > 0) carve_workspace(shape, n, chunk_length(shape), nullptr, &bytes);
+  if (n > 0) carve_workspace(shape, n, chunk_length(shape, products), nullptr, &bytes);
   return bytes;
 }
 
@@ -443,7 +446,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
                               std::to_string(shape.states) + " state heads");
   PrefillArgs args{};
   args.n = n;
-  args.chunk = chunk_length(shape);
+  args.chunk = chunk_length(shape, products);
   args.chunks = (n + args.chunk - 1) / args.chunk;
   args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
   args.head_dim = shape.head_dim;

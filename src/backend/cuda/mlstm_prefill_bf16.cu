@@ -10,12 +10,16 @@
 // so two blocks share a multiprocessor and one's barriers hide behind the other's products; an
 // m16n8k16 is twice the work of an m16n8k8 and ldmatrix loads two n-tiles of B at once.
 //
-// Shapes: L = 64, d a multiple of 32 up to 128 (C_c resident). Others keep the TF32 kernel
-// (launch_chunk_outputs_bf16 returns false).
+// Shapes: L = 64, d a multiple of 32 up to 128, or 256 (C_c resident). Others keep the TF32
+// kernel (launch_chunk_outputs_bf16 returns false).
 //
-// Block (s, c), 12 warps: warp (row, column) owns the m-tiles row and 3 − row (16 rows each: the
-// causal work balances) and the n-tile pairs column and column + 6 of [h (d/16 pairs) | S (L/16
-// pairs)]: 12 pairs at d = 128. A fragments (q, S') by ldmatrix, B fragments by ldmatrix.x4 —
+// Block (slice, s, c), 12 warps: the outputs' value columns [128·slice, 128·slice + V) of state
+// head s's G query heads for chunk c, V = min(d, 128). At d = 256 two blocks share a chunk, each
+// with its half of v and of C_c's columns and all of k (both compute S' = q̂Kᵀ: the products are
+// not what bounds this kernel, the shared memory is: C_c whole in bf16 would take 128 KiB).
+// Warp (row, column) owns the m-tiles row and 3 − row (16 rows each: the causal work balances)
+// and the n-tile pairs column and column + 6 of [h (V/16 pairs) | S (L/16 pairs)]: 12 pairs at
+// V = 128. A fragments (q, S') by ldmatrix, B fragments by ldmatrix.x4 —
 // .trans for C_c and V (row-major in k), plain for Kᵀ (k's rows are Kᵀ's columns).
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +40,9 @@ constexpr int kChunk = 64;              // L
 constexpr int kStageColumns = 32;       // q columns a stage: two k-steps of 16
 constexpr int kWarpColumns = kWarps / (kChunk / 32);  // 6: warps sharing an m-tile pair
 constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
+constexpr int kSliceColumns = 128;      // value columns a block at most
+
+__host__ __device__ constexpr int value_columns(int d) { return d < kSliceColumns ? d : kSliceColumns; }
 
 // ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
 using device::load_matrices;
@@ -54,13 +61,14 @@ struct Bf16OutputLayout {
   int keys, values, states, query_stages, scores, weights, entering, inverse_denominators;
   SharedCarve carve;
   __host__ __device__ Bf16OutputLayout(int d, int group) {
-    key_pitch = value_pitch = state_pitch = d + 8;  // d a multiple of 32: (2d + 16) / 16 is odd
+    key_pitch = d + 8;  // d and V multiples of 32: (2d + 16) / 16 and (2V + 16) / 16 are odd
+    value_pitch = state_pitch = value_columns(d) + 8;
     query_pitch = kStageColumns + 8;                // 80 bytes
     score_pitch = kChunk + 8;                       // 144 bytes
     weight_stride = kChunk + 4;
     keys = carve.take(kChunk * key_pitch / 2);
     values = carve.take(kChunk * value_pitch / 2);
-    states = carve.take(d * state_pitch / 2);                     // C_c, resident
+    states = carve.take(d * state_pitch / 2);                     // C_c's V columns, resident
     query_stages = carve.take(2 * kChunk * query_pitch / 2);      // two stages of q
     scores = carve.take(kChunk * score_pitch / 2);                // S' = (q̂·k_j) W_τj
     weights = carve.take(kChunk * weight_stride);                 // kernel 3's W_τj (fp32)
@@ -83,7 +91,8 @@ template <typename Out>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
-  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = kChunk, group = a.group(), count = a.count(c);
+  const int slice = blockIdx.x, s = blockIdx.y, c = blockIdx.z, d = a.head_dim, L = kChunk, group = a.group();
+  const int count = a.count(c), width = value_columns(d), first_column = slice * width;  // of v, C_c, h
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const Bf16OutputLayout layout(d, group);
@@ -128,38 +137,44 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   };
 
   // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them);
-  //    q's first stage in flight; k, v and C_c rounded into bf16 (rows past the chunk zero).
+  //    q's first stage in flight; k, v's and C_c's V columns rounded into bf16 (rows past the
+  //    chunk zero).
   copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
   commit_async_copies();
   fetch_stage(0, 0);
   {
-    const int row_quads = d / 4;
+    // Items: k's quads (L rows of d), then v's and C_c's (L and d rows of V columns).
+    const int key_quads = L * d / 4, slice_quads = width / 4, value_quads = L * slice_quads;
+    const int total = key_quads + value_quads + d * slice_quads;
     constexpr int kInFlight = 4;  // quads a thread loads before it stores
-    const int kv_quads = L * row_quads, total = 2 * kv_quads + d * row_quads;
     for (int base = threadIdx.x; base < total; base += kInFlight * kThreads) {
       float4 x[kInFlight];
       #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
         const int item = base + u * kThreads;
         x[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (item < 2 * kv_quads) {
-          const int j = (item % kv_quads) / row_quads, column = 4 * (item % row_quads);
-          if (j < count)
-            x[u] = *reinterpret_cast<const float4*>((item < kv_quads ? a.k : a.v) +
-                                                    (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+        if (item < key_quads) {
+          const int j = item / (d / 4), column = 4 * (item % (d / 4));
+          if (j < count) x[u] = *reinterpret_cast<const float4*>(a.k + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+        } else if (item < key_quads + value_quads) {
+          const int quad = item - key_quads, j = quad / slice_quads, column = first_column + 4 * (quad % slice_quads);
+          if (j < count) x[u] = *reinterpret_cast<const float4*>(a.v + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
         } else if (item < total) {
-          x[u] = *reinterpret_cast<const float4*>(state_matrix + 4 * std::size_t(item - 2 * kv_quads));
+          const int quad = item - key_quads - value_quads, row = quad / slice_quads;
+          x[u] = *reinterpret_cast<const float4*>(state_matrix + std::size_t(row) * d + first_column + 4 * (quad % slice_quads));
         }
       }
       #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
         const int item = base + u * kThreads;
-        if (item < 2 * kv_quads) {
-          const int j = (item % kv_quads) / row_quads, column = 4 * (item % row_quads);
-          store_bf16x4((item < kv_quads ? keys + j * layout.key_pitch : values + j * layout.value_pitch) + column, x[u]);
+        if (item < key_quads) {
+          store_bf16x4(keys + item / (d / 4) * layout.key_pitch + 4 * (item % (d / 4)), x[u]);
+        } else if (item < key_quads + value_quads) {
+          const int quad = item - key_quads;
+          store_bf16x4(values + quad / slice_quads * layout.value_pitch + 4 * (quad % slice_quads), x[u]);
         } else if (item < total) {
-          const int quad = item - 2 * kv_quads, row = quad / row_quads, column = 4 * (quad % row_quads);
-          store_bf16x4(states + row * layout.state_pitch + column, x[u]);
+          const int quad = item - key_quads - value_quads;
+          store_bf16x4(states + quad / slice_quads * layout.state_pitch + 4 * (quad % slice_quads), x[u]);
         }
       }
     }
@@ -170,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   //    h += S'·V, out = h · 1/den.
   const int warp_row = warp % 2, warp_column = warp / 2;
   const int row_tile[2] = {warp_row, 3 - warp_row};
-  const int value_pairs = d / 16, all_pairs = value_pairs + L / 16, stages = d / kStageColumns;
+  const int value_pairs = width / 16, all_pairs = value_pairs + L / 16, stages = d / kStageColumns;
   const float query_scale = 1.0f / sqrtf(float(d));
   const auto pair_of = [&](int i) { return warp_column + i * kWarpColumns; };
   // Key pair p − value_pairs holds keys 16(p − value_pairs) …: above the diagonal of m-tile r when
@@ -285,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
         #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const float* tile = acc[m][2 * i + half];
-          const int row = 16 * row_tile[m] + g, column = 16 * pair + 8 * half + 2 * t;
+          const int row = 16 * row_tile[m] + g, column = first_column + 16 * pair + 8 * half + 2 * t;
           const float* inverse = inverse_denominators + head * L;
           Out* out = static_cast<Out*>(a.out) + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d +
                      column;
@@ -301,19 +316,23 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
 
 }  // namespace
 
+bool mlstm_prefill_detail::chunk_outputs_bf16_fits(int chunk, int d, int group) {
+  const int pairs = value_columns(d) / 16 + kChunk / 16;
+  return chunk == kChunk && d % kStageColumns == 0 && (d <= kSliceColumns || d % kSliceColumns == 0) && d <= 256 &&
+         pairs <= kWarpColumns * kPairsPerWarp && Bf16OutputLayout(d, group).carve.bytes() <= kSharedMemoryLimit;
+}
+
 template <typename Out>
 bool mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream) {
   const int d = args.head_dim, group = args.query_heads / args.states;
-  const int pairs = d / 16 + kChunk / 16;
-  if (args.chunk != kChunk || d % kStageColumns != 0 || d > 128 || pairs > kWarpColumns * kPairsPerWarp) return false;
+  if (!chunk_outputs_bf16_fits(args.chunk, d, group)) return false;
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
-  if (bytes > kSharedMemoryLimit) return false;
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
   // more L1 and run one.
   check(cudaFuncSetAttribute(chunk_outputs_bf16_kernel<Out>, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared),
         "chunk_outputs_bf16_kernel");
-  launch_dependent(chunk_outputs_bf16_kernel<Out>, dim3(args.states, args.chunks), dim3(kThreads), bytes, stream,
+  launch_dependent(chunk_outputs_bf16_kernel<Out>, dim3(d / value_columns(d), args.states, args.chunks), dim3(kThreads), bytes, stream,
                    "chunk_outputs_bf16_kernel", args);
   return true;
 }

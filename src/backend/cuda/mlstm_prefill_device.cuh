@@ -333,8 +333,11 @@ void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory.
 void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
+// Whether kernel 4 in bf16 products holds chunks of `chunk` tokens of head dimension d with
+// `group` query heads a state (L = 64; d a multiple of 32 up to 128, or 256).
+bool chunk_outputs_bf16_fits(int chunk, int d, int group);
 // Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out; false (nothing
-// launched) for a shape it does not hold.
+// launched) for a shape chunk_outputs_bf16_fits refuses.
 template <typename Out>
 bool launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream);
 

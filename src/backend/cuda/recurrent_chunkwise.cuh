@@ -30,7 +30,7 @@ namespace bifocal::cuda {
 // sequence. Equal to cpu::mlstm_recurrent to fp32 rounding for any n, any starting state and any
 // gates; the stabilizer m is the CPU's fp32 sequence (bit for bit but for a double-rounding tie,
 // ~2^-28 a token, which moves it one ulp). head_dim: a multiple of 8, at most 256. The workspace (16-byte
-// aligned, mlstm_prefill_workspace_bytes(shape, n) bytes; 42 MiB for Qwen3-4B's 8 states and 4,096
+// aligned, mlstm_prefill_workspace_bytes(shape, n, products) bytes; 42 MiB for Qwen3-4B's 8 states and 4,096
 // tokens) holds the per-chunk states and weights. Four kernels on `stream`; nothing allocated or
 // synchronised.
 //
@@ -45,7 +45,7 @@ enum class MlstmProducts {
   Bf16,  // the outputs' products on bf16 operands (q, k, v, C_c and the weighted scores rounded
          // to bf16 once, as the window attention rounds its q, k, v and softmax weights), fp32
          // accumulation; the contributions as Tf32. For bf16 models, where the shape has that
-         // kernel (L = 64, d a multiple of 32 up to 128); other shapes run Tf32
+         // kernel (L = 64, d a multiple of 32 up to 128, or 256); other shapes run Tf32
 };
 // Token j's gates for state head s: input[j·stride + s], forget[j·stride + s]. stride ≥ S: S for
 // gates of their own, more where one projection lays out a token's gates side by side (the
@@ -55,7 +55,7 @@ struct MlstmGateInputs {
   const float* forget;
   int stride;
 };
-std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n);
+std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
