@@ -100,11 +100,13 @@ __host__ __device__ constexpr int output_tiles_per_warp(bool split) { return spl
 
 // ---- Workspace ----------------------------------------------------------------------------------
 
-Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* base, std::size_t* bytes) {
+// bf16_states: the bf16 outputs kernel runs, and the scan leaves C_c in bf16 for it.
+Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, bool bf16_states, void* base,
+                          std::size_t* bytes) {
   const std::size_t states = shape.states, d = shape.head_dim, chunks = (n + chunk - 1) / chunk;
   const std::size_t L = chunk, group = shape.query_heads / shape.states;
   const auto round16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
-  constexpr int kParts = 9;
+  constexpr int kParts = 10;
   const std::size_t sizes[kParts] = {round16(states * n * sizeof(double2)),
                                      round16(states * chunks * sizeof(ChunkSummary)),
                                      round16(states * chunks * sizeof(double)),
@@ -113,14 +115,16 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, void* 
                                      round16(states * chunks * d * d * sizeof(float)),
                                      round16(states * chunks * L * L * sizeof(float)),
                                      round16(states * chunks * L * sizeof(float)),
-                                     round16(states * chunks * group * L * sizeof(float))};
+                                     round16(states * chunks * group * L * sizeof(float)),
+                                     bf16_states ? round16(states * chunks * d * d * sizeof(__nv_bfloat16)) : 0};
   std::size_t offsets[kParts], total = 0;
   for (int p = 0; p < kParts; ++p) offsets[p] = total, total += sizes[p];
   if (bytes != nullptr) *bytes = total;
   const auto at = [&](int p) { return base == nullptr ? nullptr : static_cast<std::byte*>(base) + offsets[p]; };
   return {reinterpret_cast<double2*>(at(0)), reinterpret_cast<ChunkSummary*>(at(1)), reinterpret_cast<double*>(at(2)),
           reinterpret_cast<float*>(at(3)),   reinterpret_cast<double*>(at(4)),       reinterpret_cast<float*>(at(5)),
-          reinterpret_cast<float*>(at(6)),   reinterpret_cast<float*>(at(7)),        reinterpret_cast<float*>(at(8))};
+          reinterpret_cast<float*>(at(6)),   reinterpret_cast<float*>(at(7)),        reinterpret_cast<float*>(at(8)),
+          bf16_states ? reinterpret_cast<__nv_bfloat16*>(at(9)) : nullptr};
 }
 
 // ---- Kernel 4: the outputs ----------------------------------------------------------------------
@@ -418,6 +422,12 @@ int chunk_length(const cpu::MlstmShape& shape, MlstmProducts products) {
                             " query heads per state does not fit in shared memory");
 }
 
+// Whether kernel 4 runs in bf16 products: asked for, and the shape holds it.
+bool bf16_outputs(const cpu::MlstmShape& shape, int chunk, MlstmProducts products) {
+  return products == MlstmProducts::Bf16 &&
+         chunk_outputs_bf16_fits(chunk, shape.head_dim, shape.query_heads / shape.states);
+}
+
 void check_head_dim(int head_dim) {
   if (head_dim <= 0 || head_dim % 8 != 0 || head_dim > 256)
     fail("mlstm_prefill", "head dimension " + std::to_string(head_dim) + " is not a multiple of 8 in 8 … 256");
@@ -429,7 +439,8 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   std::size_t bytes = 0;
-  if (n > 0) carve_workspace(shape, n, chunk_length(shape, products), nullptr, &bytes);
+  const int chunk = chunk_length(shape, products);
+  if (n > 0) carve_workspace(shape, n, chunk, bf16_outputs(shape, chunk, products), nullptr, &bytes);
   return bytes;
 }
 
@@ -454,13 +465,17 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   args.state = state;
   args.out = out;
   args.products = products;
-  args.work = carve_workspace(shape, n, args.chunk, workspace, nullptr);
+  const bool bf16 = bf16_outputs(shape, args.chunk, products);
+  args.work = carve_workspace(shape, n, args.chunk, bf16, workspace, nullptr);
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
-  if (products == MlstmProducts::Bf16 && launch_chunk_outputs_bf16<Out>(args, stream)) return;
+  if (bf16) {
+    launch_chunk_outputs_bf16<Out>(args, stream);
+    return;
+  }
   // Tf32 with C_c resident where it fits (Fp32's small parts leave no room for it) and d is a
   // whole number of 64-column stages: the Kᵀ fragments of a stage read columns of k up to its
   // end, and k's rows in shared memory are round_up(d, 32) wide (a stage past them would read

@@ -1,8 +1,9 @@
 // Kernel 4 of the chunkwise mLSTM prefill for bf16 models (MlstmProducts::Bf16): the outputs of
 // mlstm_prefill.cu's chunk_outputs_kernel, h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · 1/den_τ,
-// with every product on mma.sync m16n8k16 bf16 → fp32: q, k, v, C_c and S' rounded to bf16 once,
-// as they are staged (the window attention rounds q, k, v and its softmax weights likewise), W,
-// e and the inverse denominators as kernel 3 wrote them (fp32; the normaliser path is double).
+// with every product on mma.sync m16n8k16 bf16 → fp32: q, k, v and S' rounded to bf16 once, as
+// they are staged, C_c as the scan rounded it (Workspace::bf16_matrices; the window attention
+// rounds q, k, v and its softmax weights likewise), W, e and the inverse denominators as kernel 3
+// wrote them (fp32; the normaliser path is double).
 //
 // Why: the TF32 kernel holds ~209 KB of shared memory, one block an SM, and at 24 warps it is
 // latency-bound (barriers between a head's phases with nothing beside them). In bf16 the same
@@ -10,13 +11,15 @@
 // so two blocks share a multiprocessor and one's barriers hide behind the other's products; an
 // m16n8k16 is twice the work of an m16n8k8 and ldmatrix loads two n-tiles of B at once.
 //
-// Shapes: L = 64, d a multiple of 32 up to 128, or 256 (C_c resident). Others keep the TF32
-// kernel (launch_chunk_outputs_bf16 returns false).
+// Shapes: L = 64, d a multiple of 32 up to 128 (C_c resident: loaded once for the G heads), or
+// 256 (C_c's rows streamed with q's columns, two stages of 32, for each head). Others keep the
+// TF32 kernel (chunk_outputs_bf16_fits).
 //
 // Block (slice, s, c), 12 warps: the outputs' value columns [128·slice, 128·slice + V) of state
 // head s's G query heads for chunk c, V = min(d, 128). At d = 256 two blocks share a chunk, each
 // with its half of v and of C_c's columns and all of k (both compute S' = q̂Kᵀ: the products are
-// not what bounds this kernel, the shared memory is: C_c whole in bf16 would take 128 KiB).
+// not what bounds this kernel, the shared memory is: ~107 KiB with C_c streamed, two blocks an
+// SM; resident, its half alone would take 68 KiB).
 // Warp (row, column) owns the m-tiles row and 3 − row (16 rows each: the causal work balances)
 // and the n-tile pairs column and column + 6 of [h (V/16 pairs) | S (L/16 pairs)]: 12 pairs at
 // V = 128. A fragments (q, S') by ldmatrix, B fragments by ldmatrix.x4 —
@@ -29,6 +32,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/tensor_core_fragments.cuh"
 #include "backend/cuda/mlstm_prefill_device.cuh"
+#include "bifocal/error.h"
 
 namespace bifocal::cuda {
 namespace {
@@ -43,6 +47,8 @@ constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
 constexpr int kSliceColumns = 128;      // value columns a block at most
 
 __host__ __device__ constexpr int value_columns(int d) { return d < kSliceColumns ? d : kSliceColumns; }
+// C_c's rows in two stages of kStageColumns (else all d resident).
+__host__ __device__ constexpr bool states_streamed(int d) { return d > kSliceColumns; }
 
 // ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
 using device::load_matrices;
@@ -68,7 +74,8 @@ struct Bf16OutputLayout {
     weight_stride = kChunk + 4;
     keys = carve.take(kChunk * key_pitch / 2);
     values = carve.take(kChunk * value_pitch / 2);
-    states = carve.take(d * state_pitch / 2);                     // C_c's V columns, resident
+    const int state_rows = states_streamed(d) ? 2 * kStageColumns : d;
+    states = carve.take(state_rows * state_pitch / 2);            // C_c's V columns: d rows, or two stages
     query_stages = carve.take(2 * kChunk * query_pitch / 2);      // two stages of q
     scores = carve.take(kChunk * score_pitch / 2);                // S' = (q̂·k_j) W_τj
     weights = carve.take(kChunk * weight_stride);                 // kernel 3's W_τj (fp32)
@@ -87,7 +94,7 @@ __device__ __forceinline__ void store_bf16x4(__nv_bfloat16* at, float4 x) {
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
-template <typename Out>
+template <typename Out, bool kStreamedStates>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   float* entering = shared + layout.entering;
   float* inverse_denominators = shared + layout.inverse_denominators;
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
-  const float* state_matrix = a.work.matrices + chunk_index * d * d;
+  const __nv_bfloat16* state_matrix = a.work.bf16_matrices + chunk_index * d * d;
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
@@ -136,16 +143,28 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
     }
   };
 
-  // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them);
-  //    q's first stage in flight; k, v's and C_c's V columns rounded into bf16 (rows past the
-  //    chunk zero).
+  // Rows [first_row, first_row + rows) of C_c's V columns, bf16 as the scan stored them, to
+  // shared rows from `to_row` (cp.async, 16 bytes a copy).
+  const auto copy_state_rows_async = [&](int first_row, int rows, int to_row) {
+    const int pieces = width / 8;
+    for (int item = threadIdx.x; item < rows * pieces; item += kThreads) {
+      const int row = item / pieces, column = 8 * (item % pieces);
+      copy16_async(states + (to_row + row) * layout.state_pitch + column,
+                   state_matrix + std::size_t(first_row + row) * d + first_column + column, true);
+    }
+  };
+
+  // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them),
+  //    C_c's rows (all, or the first stage's); q's first stage in flight; k and v's V columns
+  //    rounded into bf16 (rows past the chunk zero).
   copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
+  copy_state_rows_async(0, kStreamedStates ? kStageColumns : d, 0);
   commit_async_copies();
   fetch_stage(0, 0);
   {
-    // Items: k's quads (L rows of d), then v's and C_c's (L and d rows of V columns).
+    // Items: k's quads (L rows of d), then v's (L rows of V columns).
     const int key_quads = L * d / 4, slice_quads = width / 4, value_quads = L * slice_quads;
-    const int total = key_quads + value_quads + d * slice_quads;
+    const int total = key_quads + value_quads;
     constexpr int kInFlight = 4;  // quads a thread loads before it stores
     for (int base = threadIdx.x; base < total; base += kInFlight * kThreads) {
       float4 x[kInFlight];
@@ -156,12 +175,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
         if (item < key_quads) {
           const int j = item / (d / 4), column = 4 * (item % (d / 4));
           if (j < count) x[u] = *reinterpret_cast<const float4*>(a.k + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
-        } else if (item < key_quads + value_quads) {
+        } else if (item < total) {
           const int quad = item - key_quads, j = quad / slice_quads, column = first_column + 4 * (quad % slice_quads);
           if (j < count) x[u] = *reinterpret_cast<const float4*>(a.v + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
-        } else if (item < total) {
-          const int quad = item - key_quads - value_quads, row = quad / slice_quads;
-          x[u] = *reinterpret_cast<const float4*>(state_matrix + std::size_t(row) * d + first_column + 4 * (quad % slice_quads));
         }
       }
       #pragma unroll
@@ -169,12 +185,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
         const int item = base + u * kThreads;
         if (item < key_quads) {
           store_bf16x4(keys + item / (d / 4) * layout.key_pitch + 4 * (item % (d / 4)), x[u]);
-        } else if (item < key_quads + value_quads) {
+        } else if (item < total) {
           const int quad = item - key_quads;
           store_bf16x4(values + quad / slice_quads * layout.value_pitch + 4 * (quad % slice_quads), x[u]);
-        } else if (item < total) {
-          const int quad = item - key_quads - value_quads;
-          store_bf16x4(states + quad / slice_quads * layout.state_pitch + 4 * (quad % slice_quads), x[u]);
         }
       }
     }
@@ -209,10 +222,18 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
       store_stage(buffer);  // its buffer was last read two stages ago, before the barrier below
       if (stage + 1 < stages) fetch_stage(head, stage + 1);
       else if (head + 1 < group) fetch_stage(head + 1, 0);
+      if constexpr (kStreamedStates) wait_async_copies<0>();  // this stage's C_c rows, copied a stage ago
       __syncthreads();
+      if constexpr (kStreamedStates) {  // the next stage's, into the buffer the previous stage read
+        const int next_stage = stage + 1 < stages ? stage + 1 : 0;
+        if (stage + 1 < stages || head + 1 < group)
+          copy_state_rows_async(next_stage * kStageColumns, kStageColumns, (1 - buffer) * kStageColumns);
+        commit_async_copies();
+      }
       #pragma unroll
       for (int step = 0; step < kStageColumns / 16; ++step) {
         const int column = stage * kStageColumns + 16 * step;  // of d: this k-step's rows of C_c, columns of k
+        const int state_row = kStreamedStates ? buffer * kStageColumns + 16 * step : column;  // in shared memory
         std::uint32_t af[2][4];
         #pragma unroll
         for (int m = 0; m < 2; ++m)
@@ -225,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
           std::uint32_t b[4];
           if (pair < value_pairs) {
             load_matrices_transposed(
-                b, states_address + 2 * ((column + trans_row) * layout.state_pitch + 16 * pair + trans_column));
+                b, states_address + 2 * ((state_row + trans_row) * layout.state_pitch + 16 * pair + trans_column));
           } else {
             load_matrices(b, keys_address + 2 * ((16 * (pair - value_pairs) + plain_row) * layout.key_pitch + column +
                                                  plain_column));
@@ -323,22 +344,22 @@ bool mlstm_prefill_detail::chunk_outputs_bf16_fits(int chunk, int d, int group) 
 }
 
 template <typename Out>
-bool mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream) {
+void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream) {
   const int d = args.head_dim, group = args.query_heads / args.states;
-  if (!chunk_outputs_bf16_fits(args.chunk, d, group)) return false;
+  if (!chunk_outputs_bf16_fits(args.chunk, d, group) || args.work.bf16_matrices == nullptr)
+    fail("mlstm_prefill", "internal: the bf16 outputs kernel called for a shape it does not hold, or without C_c in bf16");
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
+  const auto kernel = states_streamed(d) ? chunk_outputs_bf16_kernel<Out, true> : chunk_outputs_bf16_kernel<Out, false>;
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
   // more L1 and run one.
-  check(cudaFuncSetAttribute(chunk_outputs_bf16_kernel<Out>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                             cudaSharedmemCarveoutMaxShared),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "chunk_outputs_bf16_kernel");
-  launch_dependent(chunk_outputs_bf16_kernel<Out>, dim3(d / value_columns(d), args.states, args.chunks), dim3(kThreads), bytes, stream,
+  launch_dependent(kernel, dim3(d / value_columns(d), args.states, args.chunks), dim3(kThreads), bytes, stream,
                    "chunk_outputs_bf16_kernel", args);
-  return true;
 }
 
-template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<float>(const PrefillArgs&, cudaStream_t);
-template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<__nv_bfloat16>(const PrefillArgs&, cudaStream_t);
-template bool mlstm_prefill_detail::launch_chunk_outputs_bf16<__half>(const PrefillArgs&, cudaStream_t);
+template void mlstm_prefill_detail::launch_chunk_outputs_bf16<float>(const PrefillArgs&, cudaStream_t);
+template void mlstm_prefill_detail::launch_chunk_outputs_bf16<__nv_bfloat16>(const PrefillArgs&, cudaStream_t);
+template void mlstm_prefill_detail::launch_chunk_outputs_bf16<__half>(const PrefillArgs&, cudaStream_t);
 
 }  // namespace bifocal::cuda

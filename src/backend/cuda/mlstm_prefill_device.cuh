@@ -11,6 +11,7 @@
 #error "mlstm_prefill_device.cuh holds device code: include it from .cu files only"
 #endif
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -50,11 +51,15 @@ struct Workspace {
   double* entry_scales;      // [S, chunks]: M_c, the scale of C_c and n_c
   float* entry_stabilizers;  // [S, chunks]: m_c, the recurrence's stabilizer entering chunk c
   double* normalizers;       // [S, chunks, d]: Δñ_c, replaced by n_c (scan)
-  float* matrices;           // [S, chunks, d, d]: ΔC̃_c, replaced by C_c (scan)
+  float* matrices;           // [S, chunks, d, d]: ΔC̃_c, replaced by C_c (scan) unless bf16_matrices
   // Kernel 3's, for kernel 4, as the floats the products use (0 past the chunk):
   float* chunk_weights;         // [S, chunks, L, L]: W_τj = e^{D_τj − m_τ}, 0 above the diagonal
   float* entering;              // [S, chunks, L]: e_τ = e^{b_τ + M_c − m_τ}
   float* inverse_denominators;  // [S, chunks, G, L]: 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
+  // Where the bf16 outputs kernel runs, the scan writes C_c here, rounded to bf16 (what that
+  // kernel's products take: half the bytes, copied to shared memory as they are), and leaves ΔC̃_c
+  // in `matrices`. Null otherwise.
+  __nv_bfloat16* bf16_matrices;  // [S, chunks, d, d]
 };
 
 // The shared memory one block may opt into on sm_90; every kernel's layout is checked against it.
@@ -336,9 +341,9 @@ void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
 // Whether kernel 4 in bf16 products holds chunks of `chunk` tokens of head dimension d with
 // `group` query heads a state (L = 64; d a multiple of 32 up to 128, or 256).
 bool chunk_outputs_bf16_fits(int chunk, int d, int group);
-// Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out; false (nothing
-// launched) for a shape chunk_outputs_bf16_fits refuses.
+// Kernel 4 in bf16 products (mlstm_prefill_bf16.cu) on `stream`, writing Out: for a shape
+// chunk_outputs_bf16_fits holds, after a scan that left C_c in Workspace::bf16_matrices.
 template <typename Out>
-bool launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream);
+void launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream);
 
 }  // namespace bifocal::cuda::mlstm_prefill_detail

@@ -202,11 +202,20 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
 
 // ---- Kernel 2: the scan over chunks -------------------------------------------------------------
 
-// One element of the state (a float4 of C or a double of n) carried through a window of chunks in
-// place: slot c's ΔC̃_c is replaced by the state entering chunk c.
-template <typename T, typename Factor>
-__device__ void scan_window(T& x, T* slots, std::size_t slot_stride, int first, int count, const Factor* carry,
-                            const Factor* add) {
+// Where the scan leaves an element of the state entering a chunk: in place of its ΔC̃_c or Δñ_c,
+// or (C for the bf16 outputs kernel) four bf16 in Workspace::bf16_matrices.
+__device__ __forceinline__ void store_entering(float4* at, float4 x) { *at = x; }
+__device__ __forceinline__ void store_entering(double* at, double x) { *at = x; }
+__device__ __forceinline__ void store_entering(uint2* at, float4 x) {
+  *at = make_uint2(device::pack_pair<__nv_bfloat16>(x.x, x.y), device::pack_pair<__nv_bfloat16>(x.z, x.w));
+}
+
+// One element of the state (a float4 of C or a double of n) carried through a window of chunks:
+// slot c's ΔC̃_c is read, and the state entering chunk c stored to entering_slots' slot c (the
+// same memory, or C's bf16 copy).
+template <typename T, typename Factor, typename Entering>
+__device__ void scan_window(T& x, const T* slots, Entering* entering_slots, std::size_t slot_stride, int first,
+                            int count, const Factor* carry, const Factor* add) {
   constexpr int kInFlight = 8;
   for (int base = 0; base < count; base += kInFlight) {
     T y[kInFlight];
@@ -216,7 +225,7 @@ __device__ void scan_window(T& x, T* slots, std::size_t slot_stride, int first, 
     #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       if (base + u >= count) continue;
-      slots[std::size_t(first + base + u) * slot_stride] = x;
+      store_entering(entering_slots + std::size_t(first + base + u) * slot_stride, x);
       const Factor alpha = carry[base + u], beta = add[base + u];
       if constexpr (std::is_same_v<T, float4>) {
         x.x = fmaf(alpha, x.x, beta * y[u].x), x.y = fmaf(alpha, x.y, beta * y[u].y);
@@ -266,6 +275,8 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
   } else {
     float4* matrix_slots = reinterpret_cast<float4*>(a.work.matrices + first_chunk * d * d);
     double* normalizer_slots = a.work.normalizers + first_chunk * d;
+    uint2* bf16_slots =  // four bf16 of C a slot
+        a.work.bf16_matrices == nullptr ? nullptr : reinterpret_cast<uint2*>(a.work.bf16_matrices + first_chunk * d * d);
     if (is_matrix) matrix = reinterpret_cast<const float4*>(a.state.matrix + std::size_t(s) * d * d)[item];
     if (is_normalizer) normalizer = a.state.normalizer[std::size_t(s) * d + normalizer_item];
     double scale = a.work.entry_scales[first_chunk];  // M_0 = m_0 (warp 1 carries it)
@@ -297,11 +308,15 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
         if (lane == 0) final_scale = scale;
       }
       asm volatile("bar.sync 1, %0;\n" ::"n"(kScanThreads) : "memory");  // warps 1 … 7: the factors are ready
-      if (is_matrix)
-        scan_window(matrix, matrix_slots + item, std::size_t(d) * d / 4, window, window_count, carry_f, add_f);
+      if (is_matrix && bf16_slots != nullptr)
+        scan_window(matrix, matrix_slots + item, bf16_slots + item, std::size_t(d) * d / 4, window, window_count,
+                    carry_f, add_f);
+      else if (is_matrix)
+        scan_window(matrix, matrix_slots + item, matrix_slots + item, std::size_t(d) * d / 4, window, window_count,
+                    carry_f, add_f);
       if (is_normalizer)
-        scan_window(normalizer, normalizer_slots + normalizer_item, std::size_t(d), window, window_count, carry_d,
-                    add_d);
+        scan_window(normalizer, normalizer_slots + normalizer_item, normalizer_slots + normalizer_item,
+                    std::size_t(d), window, window_count, carry_d, add_d);
       asm volatile("bar.sync 1, %0;\n" ::"n"(kScanThreads) : "memory");  // read before warp 1 rewrites them
     }
   }
