@@ -76,10 +76,10 @@ std::string bench_markdown(const BenchReport& report) {
   md += fmt::format("```\n{}\n```\n\n", report.command_line);
   md += fmt::format("{}; batch 1; decode: median over {} repeats of {} greedy steps (CUDA graph replays, device events). "
                     "Roofline: the fewest bytes a decode step moves (weights + cache/state read and written) at the "
-                    "measured copy bandwidth; ratio = achieved / measured bandwidth. Prefill and TTFT: the whole context in "
-                    "one timed prefill (chunks of 4,096 tokens) after an untimed warm-up prefill of up to 4,096 "
-                    "tokens.\n\n",
-                    report.date, report.repeats, report.generated_tokens);
+                    "measured copy bandwidth; ratio = achieved / measured bandwidth. Prefill and TTFT: the whole context "
+                    "prefilled at once (chunks of 4,096 tokens), median over {} timed prefills after an untimed "
+                    "warm-up prefill of up to 4,096 tokens.\n\n",
+                    report.date, report.repeats, report.generated_tokens, report.repeats);
   md += "| mixer | context | decode tok/s | roofline tok/s | ratio | prefill tok/s | TTFT s | weights | cache (measured) "
         "| cache (accounting) | workspace | peak device | bytes / token |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
