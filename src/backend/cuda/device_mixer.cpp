@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -30,6 +31,22 @@ using Kind = MixerSpec::Kind;
 cpu::LinearShape linear_shape(const MixerSpec& spec, const LayerShape& shape) {
   return {shape.query_heads, shape.kv_heads, shape.head_dim,
           spec.feature == MixerSpec::Feature::Hedgehog ? cpu::FeatureMap::Hedgehog : cpu::FeatureMap::Elu1};
+}
+
+// EXPERIMENT (stop 21): how Bifocal's prefill runs its two branches, from BIFOCAL_PREFILL_BRANCHES.
+enum class PrefillBranches { Serial, WindowSide, MemorySide };
+PrefillBranches prefill_branches() {
+  static const PrefillBranches chosen = [] {
+    const char* v = std::getenv("BIFOCAL_PREFILL_BRANCHES");
+    const std::string name = v ? v : "window-side";
+    return name == "serial" ? PrefillBranches::Serial : name == "memory-side" ? PrefillBranches::MemorySide : PrefillBranches::WindowSide;
+  }();
+  return chosen;
+}
+int greatest_priority() {
+  int least = 0, greatest = 0;
+  check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+  return greatest;
 }
 
 template <typename T>
@@ -169,6 +186,7 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
   scratch.branch = DeviceBuffer<float>(branch);
   scratch.memory_branch = DeviceBuffer<T>(memory_branch);
   scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
+  if (memory_branch > 0) scratch.side_stream = SideStream(prefill_branches() == PrefillBranches::MemorySide ? greatest_priority() : 0);
   return scratch;
 }
 
@@ -274,12 +292,29 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
       // Both branches in T, as swa and mlstm deliver theirs: the window's straight into out, the
       // mix then written over it (bifocal_mix reads each element before it writes it).
-      gate_products(in, s, &cublas, stream);
       const float* gates = s.shared->gates.data();
       T* memory_branch = s.shared->memory_branch.data();
-      window_prefill(in, s, out, stream);
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       memory_branch, mlstm_products, scratch_of(s), stream);
+      const auto memory = [&](cudaStream_t branch_stream) {
+        gate_products(in, s, &cublas, branch_stream);
+        mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n,
+                         cell, memory_branch, mlstm_products, scratch_of(s), branch_stream);
+      };
+      switch (prefill_branches()) {
+        case PrefillBranches::Serial:
+          memory(stream);
+          window_prefill(in, s, out, stream);
+          break;
+        case PrefillBranches::WindowSide:
+          window_prefill(in, s, out, s.shared->side_stream.fork(stream));
+          memory(stream);
+          s.shared->side_stream.join(stream);
+          break;
+        case PrefillBranches::MemorySide:
+          memory(s.shared->side_stream.fork(stream));
+          window_prefill(in, s, out, stream);
+          s.shared->side_stream.join(stream);
+          break;
+      }
       bifocal_mix<T>(gates + 2 * mlstm.states, gate_count(), memory_branch, out, out, in.n, shape_.query_heads,
                      shape_.head_dim, stream);
       return;
