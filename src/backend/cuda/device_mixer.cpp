@@ -179,6 +179,7 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
   scratch.branch = DeviceBuffer<float>(branch);
   scratch.memory_branch = DeviceBuffer<T>(memory_branch);
   scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
+  if (memory_branch > 0) scratch.side_stream = SideStream::create();  // Bifocal's prefill
   return scratch;
 }
 
@@ -278,14 +279,17 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
-      // Both branches in T, as swa and mlstm deliver theirs: the window's straight into out, the
-      // mix then written over it (bifocal_mix reads each element before it writes it).
-      gate_products(in, s, &cublas, stream);
+      // The two branches at once (SideStream): the window's on the side stream, straight into
+      // out; the mLSTM's (its gate product, then the chunkwise kernels) on `stream`, into
+      // memory_branch. The mix after both, written over out (bifocal_mix reads each element
+      // before it writes it). Both in T, as swa and mlstm deliver theirs.
       const float* gates = s.shared->gates.data();
       T* memory_branch = s.shared->memory_branch.data();
-      window_prefill(in, s, out, stream);
+      window_prefill(in, s, out, s.shared->side_stream.fork(stream));
+      gate_products(in, s, &cublas, stream);
       mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
                        memory_branch, mlstm_products, scratch_of(s), stream);
+      s.shared->side_stream.join(stream);
       bifocal_mix<T>(gates + 2 * mlstm.states, gate_count(), memory_branch, out, out, in.n, shape_.query_heads,
                      shape_.head_dim, stream);
       return;

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/side_stream.h"
 #include "bifocal/budget.h"
 #include "bifocal/mixer_spec.h"
 #include "mixer/mixer_parameters.h"
@@ -52,6 +53,7 @@ struct DeviceMixerScratch {
   DeviceBuffer<float> branch;                      // [chunk, Hq, d]: linear's and lolcats's fp32 output
   DeviceBuffer<T> memory_branch;                   // [chunk, Hq, d]: Bifocal's mLSTM output
   DeviceBuffer<std::byte> workspace;               // kernel workspaces (attention splits, chunkwise)
+  SideStream side_stream;                          // Bifocal's prefill: its two branches at once
 
   std::size_t bytes() const {
     return gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +

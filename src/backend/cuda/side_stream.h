@@ -1,0 +1,65 @@
+// A second stream for work that may run beside the caller's: Bifocal's prefill runs its window
+// branch and its mLSTM branch at once (they read the same q, k, v and write different buffers),
+// so the latency-bound mLSTM kernels share the SMs with the window attention instead of leaving
+// them half idle. fork() makes the side stream wait for everything queued on the parent so far;
+// join() makes the parent wait for everything queued on the side stream. Both are stream-ordered
+// (events), so a caller's stream sees one layer's prefill as a single ordered step.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace bifocal::cuda {
+
+class SideStream {
+ public:
+  SideStream() = default;  // none: fork() and join() are not to be called
+  // A stream at the default priority (the mLSTM branch on a higher-priority stream measured no
+  // better) and its two events.
+  static SideStream create() {
+    SideStream side;
+    check(cudaStreamCreateWithFlags(&side.stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaEventCreateWithFlags(&side.forked_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventCreateWithFlags(&side.joined_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return side;
+  }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  SideStream(SideStream&& other) noexcept { swap(other); }
+  SideStream& operator=(SideStream&& other) noexcept {
+    SideStream moved(std::move(other));
+    swap(moved);
+    return *this;
+  }
+  ~SideStream() {
+    if (joined_ != nullptr) cudaEventDestroy(joined_);
+    if (forked_ != nullptr) cudaEventDestroy(forked_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // The side stream, after everything queued on `parent` so far.
+  cudaStream_t fork(cudaStream_t parent) {
+    check(cudaEventRecord(forked_, parent), "SideStream::fork");
+    check(cudaStreamWaitEvent(stream_, forked_, 0), "SideStream::fork");
+    return stream_;
+  }
+  // `parent` continues after everything queued on the side stream so far.
+  void join(cudaStream_t parent) {
+    check(cudaEventRecord(joined_, stream_), "SideStream::join");
+    check(cudaStreamWaitEvent(parent, joined_, 0), "SideStream::join");
+  }
+
+ private:
+  void swap(SideStream& other) noexcept {
+    std::swap(stream_, other.stream_);
+    std::swap(forked_, other.forked_);
+    std::swap(joined_, other.joined_);
+  }
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+};
+
+}  // namespace bifocal::cuda
