@@ -47,7 +47,7 @@
 //   kernel 3: 512 blocks, two an SM (76 KiB of shared memory): the chains, L² double exponents,
 //             the double normaliser path L²·d/2 (0.13 G DFMA) and q̂·N per head; reads q (64 MiB).
 //   kernel 4: 512 blocks, one per SM (209 KiB of shared memory; bf16 models: mlstm_prefill_bf16.cu,
-//             105 KiB, two an SM), G = 4 heads each in turn:
+//             ~105 KiB, two an SM, C_c in bf16 from the scan), G = 4 heads each in turn:
 //             q̂ᵀC_c n·Hq·d² = 2.15 G multiply-adds, scores and S'·V each the causal 5/8 of
 //             n·Hq·L·d = 0.67 G: 3.5 G (×3 TF32 passes: ~42 µs at the H200's dense TF32 peak);
 //             reads q (64 MiB), k, v, C_c (64 MiB), writes h (64 MiB): ~50 µs of HBM traffic.
@@ -61,10 +61,13 @@
 //   stages), 220 µs at stop 19; kernel 1 54 → 42 µs, kernel 2 22 µs. That kernel's preamble (copies,
 //   chains, exponents, normaliser) held a third of its stall samples with nothing to overlap it, so
 //   it is kernel 3 now: 54 µs, and kernel 4 155 µs in TF32 or 92 µs in bf16 products (stop 20;
-//   kernel 3's time is mostly waiting on q's loads). Line-by-line readings:
-//   docs/notes/cuda-stop15-2026-12-01.md … cuda-stop20-2026-12-02.md.
+//   kernel 3's time is mostly waiting on q's loads). Stop 21: the scan leaves C_c in bf16 for the
+//   bf16 kernel 4 (18 and 84 µs); Qwen3.5-like (d = 256) runs it too, in chunks of 64 (kernel 4
+//   306 µs in TF32 at L = 32 → 138, the scan 93 → 36). Line-by-line readings:
+//   docs/notes/cuda-stop15-2026-12-01.md … cuda-stop21-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
-// d² floats + d doubles + 152 bytes, L² + (G + 1)·L floats, and 16 bytes per token: 42 MiB here.
+// d² floats (and d² bf16 for the bf16 kernel 4) + d doubles + 152 bytes, L² + (G + 1)·L floats,
+// and 16 bytes per token: 42 MiB here (58 MiB with the bf16 copy of C_c).
 //
 // Files: this one (kernel 4 and the host API), mlstm_prefill_state.cu (kernels 1 and 2),
 // mlstm_prefill_denominators.cu (kernel 3), mlstm_prefill_device.cuh (the device code they share).
