@@ -98,7 +98,10 @@ template <typename Out, bool kStreamedStates>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
-  const int slice = blockIdx.x, s = blockIdx.y, c = blockIdx.z, d = a.head_dim, L = kChunk, group = a.group();
+  // The chunks last to first: kernel 3, just before, read q and k first to last (80 MiB at
+  // Qwen3-4B, more than the 50 MB L2), so the last chunks' lines are the ones still in L2.
+  const int slice = blockIdx.x, s = blockIdx.y, c = a.chunks - 1 - int(blockIdx.z), d = a.head_dim, L = kChunk;
+  const int group = a.group();
   const int count = a.count(c), width = value_columns(d), first_column = slice * width;  // of v, C_c, h
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
