@@ -72,7 +72,8 @@ const MlstmCase kMlstmCases[] = {
     {{32, 8, 8, 128}},   // Qwen3-4B, state=kv: 4 query heads per state
     {{32, 8, 32, 128}},  // Qwen3-4B, state=q
     {{4, 4, 4, 16}},     // 1:1
-    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}}, {{4, 1, 1, 256}},  // d = 256: chunks of 32 (64 in bf16 products)
+    {{8, 2, 2, 24}},     {{6, 2, 2, 48}}, {{8, 2, 8, 64}},
+    {{4, 1, 1, 256}},    // d = 256: chunks of 32 (64 in bf16 products)
     {{16, 1, 1, 32}},    // 16 query heads per state
 };
 

@@ -121,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
+  const auto kv_row = [&](const float* x, int row) { return x + (std::size_t(first_token + row) * a.kv_heads + kv) * d; };
 
   // A q stage (L rows × 32 columns, 8 quads a row) through registers: fetched from global memory
   // a stage ahead, rounded and stored when its buffer is free.
@@ -177,10 +178,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
         x[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (item < key_quads) {
           const int j = item / (d / 4), column = 4 * (item % (d / 4));
-          if (j < count) x[u] = *reinterpret_cast<const float4*>(a.k + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+          if (j < count) x[u] = *reinterpret_cast<const float4*>(kv_row(a.k, j) + column);
         } else if (item < total) {
           const int quad = item - key_quads, j = quad / slice_quads, column = first_column + 4 * (quad % slice_quads);
-          if (j < count) x[u] = *reinterpret_cast<const float4*>(a.v + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+          if (j < count) x[u] = *reinterpret_cast<const float4*>(kv_row(a.v, j) + column);
         }
       }
       #pragma unroll
@@ -350,7 +351,8 @@ template <typename Out>
 void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cudaStream_t stream) {
   const int d = args.head_dim, group = args.query_heads / args.states;
   if (!chunk_outputs_bf16_fits(args.chunk, d, group) || args.work.bf16_matrices == nullptr)
-    fail("mlstm_prefill", "internal: the bf16 outputs kernel called for a shape it does not hold, or without C_c in bf16");
+    fail("mlstm_prefill",
+         "internal: the bf16 outputs kernel called for a shape it does not hold, or without C_c in bf16");
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
   const auto kernel = states_streamed(d) ? chunk_outputs_bf16_kernel<Out, true> : chunk_outputs_bf16_kernel<Out, false>;
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep

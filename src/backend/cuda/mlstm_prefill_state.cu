@@ -275,8 +275,9 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
   } else {
     float4* matrix_slots = reinterpret_cast<float4*>(a.work.matrices + first_chunk * d * d);
     double* normalizer_slots = a.work.normalizers + first_chunk * d;
-    uint2* bf16_slots =  // four bf16 of C a slot
-        a.work.bf16_matrices == nullptr ? nullptr : reinterpret_cast<uint2*>(a.work.bf16_matrices + first_chunk * d * d);
+    uint2* bf16_slots = a.work.bf16_matrices == nullptr  // four bf16 of C a slot
+                            ? nullptr
+                            : reinterpret_cast<uint2*>(a.work.bf16_matrices + first_chunk * d * d);
     if (is_matrix) matrix = reinterpret_cast<const float4*>(a.state.matrix + std::size_t(s) * d * d)[item];
     if (is_normalizer) normalizer = a.state.normalizer[std::size_t(s) * d + normalizer_item];
     double scale = a.work.entry_scales[first_chunk];  // M_0 = m_0 (warp 1 carries it)
