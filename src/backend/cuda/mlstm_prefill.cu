@@ -407,6 +407,12 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
 
 // ---- Host -------------------------------------------------------------------------------------
 
+// Whether kernel 4 runs in bf16 products: asked for, and the shape holds it.
+bool bf16_outputs(const cpu::MlstmShape& shape, int chunk, MlstmProducts products) {
+  return products == MlstmProducts::Bf16 &&
+         chunk_outputs_bf16_fits(chunk, shape.head_dim, shape.query_heads / shape.states);
+}
+
 // The longer chunk (64, else 32 tokens) whose kernels fit in shared memory and in the warp tiling:
 // the outputs kernel `products` runs (bf16's where it holds the shape, else the TF32 ones, whose
 // layouts the 3xTF32 one bounds).
@@ -414,7 +420,7 @@ int chunk_length(const cpu::MlstmShape& shape, MlstmProducts products) {
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   for (int chunk : {64, 32}) {
     const int warp_columns = output_warps(true) / (chunk / 32), tiles = (d + chunk) / 8;
-    const bool outputs_fit = (products == MlstmProducts::Bf16 && chunk_outputs_bf16_fits(chunk, d, group)) ||
+    const bool outputs_fit = bf16_outputs(shape, chunk, products) ||
                              (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
                               (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true));
     if (outputs_fit && ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
@@ -423,12 +429,6 @@ int chunk_length(const cpu::MlstmShape& shape, MlstmProducts products) {
   }
   fail("mlstm_prefill", "head dimension " + std::to_string(d) + " with " + std::to_string(group) +
                             " query heads per state does not fit in shared memory");
-}
-
-// Whether kernel 4 runs in bf16 products: asked for, and the shape holds it.
-bool bf16_outputs(const cpu::MlstmShape& shape, int chunk, MlstmProducts products) {
-  return products == MlstmProducts::Bf16 &&
-         chunk_outputs_bf16_fits(chunk, shape.head_dim, shape.query_heads / shape.states);
 }
 
 void check_head_dim(int head_dim) {
