@@ -37,7 +37,8 @@ std::size_t CudaSession<T>::state_bytes() const {
 
 template <typename T>
 std::size_t CudaSession<T>::workspace_bytes() const {
-  std::size_t bytes = tokens.bytes() + positions.bytes() + residual.bytes() + normed.bytes() + queries.bytes() +
+  std::size_t bytes = tokens.bytes() + positions.bytes() + residual.bytes() + normed.bytes() + scaled.bytes() +
+                      group_squares.bytes() + queries.bytes() +
                       keys.bytes() + values.bytes() + attention.bytes() + gate.bytes() + up.bytes() +
                       activation.bytes() + logits.bytes() + sampled.bytes() + sample_step.bytes() +
                       sampling_workspace.bytes();
@@ -99,6 +100,8 @@ std::unique_ptr<DeviceSession> CudaModel<T>::new_session(std::int64_t capacity, 
   s->positions = DeviceBuffer<std::int64_t>(n);
   s->residual = DeviceBuffer<float>(n * c.hidden_size);
   s->normed = DeviceBuffer<T>(n * c.hidden_size);
+  s->scaled = DeviceBuffer<T>(c.hidden_size);
+  s->group_squares = DeviceBuffer<float>(rms_norm_groups(c.hidden_size));
   s->queries = DeviceBuffer<float>(n * q_width);
   s->keys = DeviceBuffer<float>(n * kv_width);
   s->values = DeviceBuffer<float>(n * kv_width);
@@ -141,6 +144,8 @@ void CudaModel<T>::project(const T* x, const T* weight, const T* bias, int n, in
 //               [Qwen3] q, k = rmsnorm per head;  q, k = rope(q, k, positions)
 //               x += mixer(h, q, k, v; layer state) · Woᵀ
 //               h = rmsnorm(x);  x += (silu(h·Wgᵀ) ⊙ h·Wuᵀ) · Wdᵀ
+// For one token (decode) every RMSNorm is carried into the products that read h
+// (carried_rms_norm.h: W·rmsnorm(x) = (W·(g ⊙ x)) / rms(x)), a launch fewer each.
 template <typename T>
 void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_position) const {
   const auto& c = config_;
@@ -151,19 +156,41 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
   float* x = s.residual.data();
   T* h = s.normed.data();
 
-  embedding<T>(weights_.embed_tokens.data(), s.tokens.data(), n, hidden, x, stream_);
+  // One token carries each RMSNorm across the product boundary (carried_rms_norm.h): the writer of
+  // x (embedding, o_proj, down_proj) also writes g ⊙ x and its group sums of x² for the norm
+  // read next, whose products divide by rms(x) themselves. No norm launch.
+  const bool carry_norm = n == 1;
+  auto next_norm = [&](const DeviceBuffer<T>& norm_weight) {
+    return NextRmsNorm<T>{norm_weight.data(), s.scaled.data(), s.group_squares.data()};
+  };
+  auto normed_input = [&](const DeviceBuffer<T>& norm_weight, T* normalized_out) {
+    return RmsNormedInput<T>{s.scaled.data(), s.group_squares.data(), eps, x, norm_weight.data(), normalized_out};
+  };
+  // x += input·Wᵀ, and for one token the next norm's inputs.
+  auto add_to_residual = [&](const T* input, const DeviceBuffer<T>& weight, int k,
+                             const DeviceBuffer<T>& next_norm_weight) {
+    if (carry_norm)
+      gemv_accumulate_for_norm<T, T>(weight.data(), input, nullptr, hidden, k, x, next_norm(next_norm_weight), stream_);
+    else
+      project(input, weight.data(), nullptr, n, k, hidden, x, /*accumulate=*/true);
+  };
+
+  embedding<T>(weights_.embed_tokens.data(), s.tokens.data(), n, hidden, x, stream_,
+               carry_norm ? next_norm(weights_.layers[0].input_norm) : NextRmsNorm<T>{});
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights<T>& layer = weights_.layers[l];
+    const DeviceBuffer<T>& next_layer_norm =
+        l + 1 < c.num_layers ? weights_.layers[l + 1].input_norm : weights_.final_norm;
 
     // Attention block.
-    rmsnorm<T, T>(x, layer.input_norm.data(), n, hidden, eps, h, stream_);
-    if (n == 1) {  // one launch for the three products of the same h
+    if (carry_norm) {  // one launch for the three products of h, which also writes h (the mixers read it)
       const std::array<GemvProduct<T>, 3> qkv = {
           GemvProduct<T>{layer.q_proj.data(), bias(layer.q_bias), q_width, s.queries.data()},
           GemvProduct<T>{layer.k_proj.data(), bias(layer.k_bias), kv_width, s.keys.data()},
           GemvProduct<T>{layer.v_proj.data(), bias(layer.v_bias), kv_width, s.values.data()}};
-      gemv_shared_input<T, T>(qkv, h, hidden, false, stream_);
+      gemv_shared_input<T>(qkv, normed_input(layer.input_norm, h), hidden, false, stream_);
     } else {
+      rmsnorm<T, T>(x, layer.input_norm.data(), n, hidden, eps, h, stream_);
       project(h, layer.q_proj.data(), bias(layer.q_bias), n, hidden, q_width, s.queries.data(), false);
       project(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, kv_width, s.keys.data(), false);
       project(h, layer.v_proj.data(), bias(layer.v_bias), n, hidden, kv_width, s.values.data(), false);
@@ -180,27 +207,35 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
       mixers_[l].decode(input, s.layers[l], s.attention.data(), stream_);
     else
       mixers_[l].prefill(input, s.layers[l], s.attention.data(), cublas_, stream_);
-    project(s.attention.data(), layer.o_proj.data(), nullptr, n, q_width, hidden, x, /*accumulate=*/true);
+    add_to_residual(s.attention.data(), layer.o_proj, q_width, layer.post_attention_norm);
 
     // Feed-forward block (SwiGLU).
-    rmsnorm<T, T>(x, layer.post_attention_norm.data(), n, hidden, eps, h, stream_);
-    if (n == 1) {
-      gate_up_swiglu_gemv<T, T, T>(layer.gate_proj.data(), layer.up_proj.data(), h, inter, hidden,
-                                   s.activation.data(), stream_);
+    if (carry_norm) {
+      gate_up_swiglu_gemv<T, T>(layer.gate_proj.data(), layer.up_proj.data(),
+                                normed_input(layer.post_attention_norm, nullptr), inter, hidden, s.activation.data(),
+                                stream_);
     } else {
+      rmsnorm<T, T>(x, layer.post_attention_norm.data(), n, hidden, eps, h, stream_);
       project(h, layer.gate_proj.data(), nullptr, n, hidden, inter, s.gate.data(), false);
       project(h, layer.up_proj.data(), nullptr, n, hidden, inter, s.up.data(), false);
       swiglu<T>(s.gate.data(), s.up.data(), std::int64_t(n) * inter, s.activation.data(), stream_);
     }
-    project(s.activation.data(), layer.down_proj.data(), nullptr, n, inter, hidden, x, /*accumulate=*/true);
+    add_to_residual(s.activation.data(), layer.down_proj, inter, next_layer_norm);
   }
 }
 
-//   logits = rmsnorm(x) · Wlmᵀ   for rows first_row … first_row + rows − 1 (rows ≤ kLogitRows)
+//   logits = rmsnorm(x) · Wlmᵀ   for rows first_row … first_row + rows − 1 (rows ≤ kLogitRows).
+// norm_carried: run_layers ran on one token, so its last down_proj wrote the final norm's inputs.
 template <typename T>
-void CudaModel<T>::output_head(CudaSession<T>& s, int first_row, int rows) const {
+void CudaModel<T>::output_head(CudaSession<T>& s, int first_row, int rows, bool norm_carried) const {
   const auto& c = config_;
   const std::int64_t offset = std::int64_t(first_row) * c.hidden_size;
+  if (norm_carried) {
+    const GemvProduct<T> head{weights_.output_projection(), nullptr, c.vocab_size, s.logits.data()};
+    const RmsNormedInput<T> normed{s.scaled.data(), s.group_squares.data(), float(c.rms_norm_eps)};
+    gemv_shared_input<T>(std::span(&head, 1), normed, c.hidden_size, false, stream_);
+    return;
+  }
   rmsnorm<T, T>(s.residual.data() + offset, weights_.final_norm.data(), rows, c.hidden_size, float(c.rms_norm_eps),
                 s.normed.data() + offset, stream_);
   project(s.normed.data() + offset, weights_.output_projection(), nullptr, rows, c.hidden_size, c.vocab_size,
@@ -222,7 +257,7 @@ void CudaModel<T>::prefill(CudaSession<T>& s, std::int64_t position, std::span<c
                           stream_),
           "upload positions");
     run_layers(s, n, first);
-    if (begin + n == tokens.size()) output_head(s, n - 1, 1);
+    if (begin + n == tokens.size()) output_head(s, n - 1, 1, /*norm_carried=*/n == 1);
     check(cudaStreamSynchronize(stream_), "prefill");  // `positions` is reused by the next chunk
   }
   s.device_position = -1;  // positions[0] and tokens[0] now hold the chunk's, not a decode step's
@@ -252,7 +287,7 @@ void CudaModel<T>::forward(DeviceSession& session, std::int64_t position, std::s
     run_layers(s, n, first);
     for (int row = 0; row < n; row += kLogitRows) {
       const int rows = std::min(kLogitRows, n - row);
-      output_head(s, row, rows);
+      output_head(s, row, rows, /*norm_carried=*/n == 1);
       check(cudaMemcpyAsync(host_logits + (begin + row) * vocab, s.logits.data(), rows * vocab * sizeof(float),
                             cudaMemcpyDeviceToHost, stream_),
             "logits to host");
@@ -271,7 +306,7 @@ cudaGraph_t CudaModel<T>::record_decode_graph(CudaSession<T>& s, const SamplingP
   check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   try {
     run_layers(s, 1, -1);
-    output_head(s, 0, 1);
+    output_head(s, 0, 1, /*norm_carried=*/true);
     sample_logits(s.logits.data(), config_.vocab_size, sampling, s.sample_step.data(), s.sampling_workspace.data(),
                   s.sampled.data(), stream_);
     advance_decode_step(s.sampled.data(), s.tokens.data(), s.positions.data(), stream_);

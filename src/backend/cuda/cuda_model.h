@@ -36,6 +36,8 @@ class CudaSession final : public DeviceSession {
   DeviceBuffer<std::int64_t> positions;  // [chunk]; positions[0] is the decode step's position
   DeviceBuffer<float> residual;          // [chunk, hidden] the residual stream x
   DeviceBuffer<T> normed;                // [chunk, hidden] h = rmsnorm(x), the products' input
+  DeviceBuffer<T> scaled;                // [hidden] g ⊙ x for one token's next RMSNorm (carried_rms_norm.h)
+  DeviceBuffer<float> group_squares;     // [hidden / 8] its sums of x² by groups of 8
   DeviceBuffer<float> queries, keys, values;
   DeviceBuffer<T> attention;             // [chunk, Hq·d] the mixer output, o_proj's input
   DeviceBuffer<float> gate, up;          // [chunk, intermediate] (prefill only)
@@ -82,7 +84,7 @@ class CudaModel final : public DeviceModel {
   // The layers over n tokens already in session.tokens/positions (see the .cpp: reads like the math).
   void run_layers(CudaSession<T>& s, int n, std::int64_t first_position) const;
   // Final norm and LM head of `rows` rows starting at `first_row` into s.logits.
-  void output_head(CudaSession<T>& s, int first_row, int rows) const;
+  void output_head(CudaSession<T>& s, int first_row, int rows, bool norm_carried) const;
   void project(const T* x, const T* weight, const T* bias, int n, int k, int m, float* out, bool accumulate) const;
   // Prefill of `tokens` from `position` on, logits of the last token left in s.logits row 0.
   void prefill(CudaSession<T>& s, std::int64_t position, std::span<const std::int32_t> tokens) const;

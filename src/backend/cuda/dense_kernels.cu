@@ -67,13 +67,33 @@ unsigned elementwise_blocks(std::int64_t count, bool vectorized) {
 
 // ---- embedding: one block per token ------------------------------------------------------------
 
+// With next.scaled (one token), thread t also writes groups t, t + blockDim, … of the row for the
+// next RMSNorm (carried_rms_norm.h): no barrier, each group is one thread's.
 template <typename T>
-__global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hidden, float* out) {
+__global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hidden, float* out,
+                                 const NextRmsNorm<T> next) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
   const std::int64_t token = blockIdx.x;
   const T* row = table + std::int64_t(ids[token]) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[token * hidden + i] = to_float(row[i]);
+  if (next.scaled == nullptr) return;
+  for (int group = threadIdx.x; group < rms_norm_groups(hidden); group += blockDim.x) {
+    const int first = group * kRmsNormGroup, count = min(kRmsNormGroup, hidden - first);
+    float x[kRmsNormGroup], g[kRmsNormGroup];
+#pragma unroll
+    for (int i = 0; i < kRmsNormGroup; ++i) {  // all loads before the stores: one round trip
+      x[i] = i < count ? to_float(row[first + i]) : 0.0f;
+      g[i] = i < count ? to_float(next.norm_weight[first + i]) : 0.0f;
+    }
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kRmsNormGroup; ++i) {
+      squares += x[i] * x[i];
+      if (i < count) next.scaled[first + i] = from_float<T>(g[i] * x[i]);
+    }
+    next.group_squares[group] = squares;
+  }
 }
 
 // ---- RMSNorm: one block per row -------------------------------------------------------------------
@@ -180,10 +200,13 @@ __global__ void convert_kernel(const float* in, T* out, std::int64_t count, bool
 }  // namespace
 
 template <typename T>
-void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream) {
+void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream,
+               const NextRmsNorm<T>& next) {
   if (n <= 0 || hidden <= 0) return;
+  if (next.scaled != nullptr && (n != 1 || next.norm_weight == nullptr || next.group_squares == nullptr))
+    fail("embedding", "the next RMSNorm's inputs are written for one token, with its weight and group sums");
   launch_dependent(embedding_kernel<T>, dim3(n), dim3(threads_for_row(hidden)), 0, stream, "embedding_kernel", table,
-                   ids, hidden, out);
+                   ids, hidden, out, next);
 }
 
 template <typename T, typename OutT>
@@ -239,8 +262,10 @@ void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
 
 // The storage types: bf16 weights (the real models), fp16 (`--dtype fp16`) and fp32 (the
 // `--dtype fp32` test path).
-template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t);
-template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t,
+                        const NextRmsNorm<__nv_bfloat16>&);
+template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t,
+                        const NextRmsNorm<float>&);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, __nv_bfloat16*, cudaStream_t);
 template void rmsnorm(const float*, const float*, int, int, float, float*, cudaStream_t);
@@ -255,7 +280,8 @@ template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
 template void add_bias(float*, const float*, int, int, cudaStream_t);
 template void convert(const float*, __nv_bfloat16*, std::int64_t, cudaStream_t);
 template void convert(const float*, float*, std::int64_t, cudaStream_t);
-template void embedding(const __half*, const std::int32_t*, int, int, float*, cudaStream_t);
+template void embedding(const __half*, const std::int32_t*, int, int, float*, cudaStream_t,
+                        const NextRmsNorm<__half>&);
 template void rmsnorm(const float*, const __half*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const __half*, int, int, float, __half*, cudaStream_t);
 template void qk_norm_rope(float*, float*, const __half*, const __half*, float, const std::int64_t*, const float*, int,

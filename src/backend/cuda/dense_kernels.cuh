@@ -18,13 +18,18 @@
 
 #include <cstdint>
 
+#include "backend/cuda/carried_rms_norm.h"
+
 namespace bifocal::cuda {
 
 // out[i, :] = float(table[ids[i], :]) for i < n. ids is a device array; every id must lie in
 // [0, vocab) (the caller validates token ids on the host, as Model::forward does).
 // Bytes: n·hidden·(sizeof(T) + 4).
+// With next (one token: n = 1), also next.scaled and next.group_squares of the row, for the first
+// layer's RMSNorm carried into its q+k+v product (carried_rms_norm.h).
 template <typename T>
-void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream);
+void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream,
+               const NextRmsNorm<T>& next = {});
 
 // out[r, :] = weight ⊙ x[r, :] / sqrt(mean(x[r, :]²) + eps) for each of `rows` rows of length dim.
 // OutT is float (out may then equal x: in place) or __nv_bfloat16 (the normed activations that

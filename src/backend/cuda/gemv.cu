@@ -75,13 +75,63 @@ struct Chunk<float> {
 using device::allow_next_kernel_launch;
 using device::wait_for_previous_kernel;
 
+// How a warp reads the input vector: chunk c's 8 elements (load, then unpack), element c alone
+// (the scalar loop), anything else it needs once the previous kernel is done (after_wait), and the
+// factor of the warp's summed dot products (scale, after the loop). PlainInput reads x as given.
+// RmsNormedReader (carried_rms_norm.h's RmsNormedInput) reads g ⊙ x and, after the wait, the group
+// sums of x², which it adds up while the first W loads are still on their way from memory;
+// 1/rms(x) scales the sums at the end.
+template <typename XT>
+struct PlainInput {
+  static constexpr int kGemvBlocksPerSM = 0;  // no bound: its 52 registers give 4 blocks of 8 warps
+  const XT* x;
+  using Loaded = Chunk<XT>;
+  __device__ void load(Loaded& chunk, int c) const { chunk.load(x + kChunk * c); }
+  __device__ void unpack(const Loaded& chunk, float (&v)[kChunk]) const { chunk.unpack(v); }
+  __device__ float element(int c) const { return to_float(x[c]); }
+  __device__ void after_wait(int) {}
+  __device__ float scale() const { return 1.0f; }
+  __device__ void write_normalized(std::int64_t, std::int64_t, int) const {}
+};
+
+template <typename T>
+struct RmsNormedReader {
+  static constexpr int kGemvBlocksPerSM = 4;  // as the plain gemv (unbounded: 74 registers, 3 blocks)
+  RmsNormedInput<T> input;
+  int k;
+  float sum_squares = 0.0f;  // this lane's share of Σx² (after_wait), then the warp's
+  float inverse_rms = 0.0f;  // set by scale()
+
+  using Loaded = Chunk<T>;
+  __device__ void load(Loaded& chunk, int c) const { chunk.load(input.scaled + kChunk * c); }
+  __device__ void unpack(const Loaded& chunk, float (&v)[kChunk]) const { chunk.unpack(v); }
+  __device__ float element(int c) const { return to_float(input.scaled[c]); }
+  __device__ void after_wait(int lane) {
+    for (int b = lane; b < rms_norm_groups(k); b += kWarpSize) sum_squares += input.group_squares[b];
+  }
+  // The RMSNorm kernel's 1/rms (dense_kernels.cu) from the warp's total.
+  __device__ float scale() {
+    inverse_rms = 1.0f / sqrtf(warp_sum(sum_squares) / float(k) + input.eps);
+    return inverse_rms;
+  }
+  // rmsnorm(x) into normalized_out (after scale()), in the RMSNorm kernel's order of operations so
+  // the values are its own: warp w of the launch's `warps` writes elements 32w + lane, 32(w +
+  // warps) + lane, … — one element a lane for q+k+v's thousands of warps. (Written by one warp, the
+  // 2,560 elements were 80 dependent L2 round trips, ~20 µs on the critical path of every layer.)
+  __device__ void write_normalized(std::int64_t warp, std::int64_t warps, int lane) const {
+    if (input.normalized_out == nullptr) return;
+    for (std::int64_t c = warp * kWarpSize + lane; c < k; c += warps * kWarpSize)
+      input.normalized_out[c] = from_float<T>(to_float(input.norm_weight[c]) * (input.residual[c] * inverse_rms));
+  }
+};
+
 // sums[r] = Σ_c rows[r][c] · x[c] over c < k, for the kRows rows one warp owns; every lane gets
 // the totals, after waiting for the previous kernel (so everything the caller reads or writes
 // after this call is ordered after that kernel too). vectorized: k % 8 == 0 and all pointers
 // 16-byte aligned, so chunk loads are legal; otherwise the scalar tail loop does all of k (tiny
 // test models with odd k only).
-template <typename T, typename XT, int kRows>
-__device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k, bool vectorized,
+template <typename T, typename Input, int kRows>
+__device__ void warp_dot_rows(const T* const (&rows)[kRows], Input& x, int k, bool vectorized,
                               float (&sums)[kRows]) {
   const int lane = threadIdx.x % kWarpSize;
   float acc[kRows];
@@ -92,7 +142,7 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k,
     // Issue every W load of this step first, then the x loads, then the arithmetic: kRows·kUnroll
     // 16-byte W loads per lane in flight at once, instead of one load, one wait, one FMA burst.
     Chunk<T> w[kUnroll][kRows];
-    Chunk<XT> xs[kUnroll];
+    typename Input::Loaded xs[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = first + u * kWarpSize + lane;
@@ -107,14 +157,15 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k,
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = first + u * kWarpSize + lane;
-      if (c < chunks) xs[u].load(x + kChunk * c);
+      if (c < chunks) x.load(xs[u], c);
     }
+    if (first == 0) x.after_wait(lane);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = first + u * kWarpSize + lane;
       if (c < chunks) {
         float xf[kChunk];
-        xs[u].unpack(xf);
+        x.unpack(xs[u], xf);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           float wf[kChunk];
@@ -125,14 +176,18 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], const XT* x, int k,
       }
     }
   }
-  if (chunks == 0) wait_for_previous_kernel();
+  if (chunks == 0) {
+    wait_for_previous_kernel();
+    x.after_wait(lane);
+  }
   for (int c = chunks * kChunk + lane; c < k; c += kWarpSize) {
-    const float xv = to_float(x[c]);
+    const float xv = x.element(c);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[r] = fmaf(to_float(rows[r][c]), xv, acc[r]);
   }
+  const float scale = x.scale();
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]);
+  for (int r = 0; r < kRows; ++r) sums[r] = warp_sum(acc[r]) * scale;
 }
 
 // The products of one gemv_shared_input launch, passed by value (kernel parameters): their rows
@@ -146,31 +201,57 @@ struct SharedInputProducts {
 
 // Warp w of block b owns global row g = b·kWarpsPerBlock + w, row g − first_row[p] of product p.
 // Lane 0 adds the bias and, when accumulating, the old out[j] — in the CPU backend's order:
-// out = out + (W·x + bias).
-template <typename T, typename XT>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    gemv_kernel(const SharedInputProducts<T> batch, const XT* x, int k, bool vectorized, bool accumulate) {
+// out = out + (W·x + bias). The warps also write the normalised input, when the input asks for it
+// (RmsNormedReader::write_normalized). With next.scaled (one product, which
+// accumulates into the residual), lane 0 also writes g_j · out[j], and the block, whose 8 rows are
+// group b, the sum of their squares (carried_rms_norm.h's NextRmsNorm): the one barrier of this
+// kernel, at its very end.
+template <typename T, typename Input>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Input::kGemvBlocksPerSM)
+    gemv_kernel(const SharedInputProducts<T> batch, const Input input, int k, bool vectorized, bool accumulate,
+                const NextRmsNorm<T> next) {
+  static_assert(kWarpsPerBlock == kRmsNormGroup, "a block's rows are one group of NextRmsNorm");
+  __shared__ float row_squares[kWarpsPerBlock];
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const std::int64_t global_row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
-  if (global_row >= batch.first_row[batch.count]) return;  // the whole warp leaves together
-  int p = 0;
-  while (global_row >= batch.first_row[p + 1]) ++p;
-  const GemvProduct<T>& product = batch.products[p];
-  const std::int64_t row = global_row - batch.first_row[p];
-  const T* rows[1] = {product.weight + row * k};
-  float sums[1];
-  warp_dot_rows<T, XT, 1>(rows, x, k, vectorized, sums);
-  if (lane != 0) return;
-  float value = sums[0];
-  if (product.bias != nullptr) value += to_float(product.bias[row]);
-  product.out[row] = accumulate ? product.out[row] + value : value;
+  const bool has_row = global_row < batch.first_row[batch.count];
+  float new_value = 0.0f;  // lane 0's out[row], for next
+  if (has_row) {
+    int p = 0;
+    while (global_row >= batch.first_row[p + 1]) ++p;
+    const GemvProduct<T>& product = batch.products[p];
+    const std::int64_t row = global_row - batch.first_row[p];
+    const T* rows[1] = {product.weight + row * k};
+    float sums[1];
+    Input x = input;
+    warp_dot_rows<T, Input, 1>(rows, x, k, vectorized, sums);
+    x.write_normalized(global_row, batch.first_row[batch.count], lane);
+    if (lane == 0) {
+      // Every load before the first store (which the compiler must assume may alias them): one
+      // round trip to L2, not two.
+      const float norm_weight = next.scaled != nullptr ? to_float(next.norm_weight[row]) : 0.0f;
+      float value = sums[0];
+      if (product.bias != nullptr) value += to_float(product.bias[row]);
+      new_value = accumulate ? product.out[row] + value : value;
+      product.out[row] = new_value;
+      if (next.scaled != nullptr) next.scaled[row] = from_float<T>(norm_weight * new_value);
+    }
+  }
+  if (next.scaled == nullptr) return;  // the same for every thread of the grid
+  if (lane == 0) row_squares[warp] = new_value * new_value;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float group = 0.0f;
+    for (int w = 0; w < kWarpsPerBlock; ++w) group += row_squares[w];
+    next.group_squares[blockIdx.x] = group;
+  }
 }
 
 // Warp w of block b owns output row j = b·kWarpsPerBlock + w and reads row j of both matrices.
-template <typename T, typename XT, typename OutT>
+template <typename T, typename Input, typename OutT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, bool vectorized,
+    gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const Input input, int m, int k, bool vectorized,
                           OutT* out) {
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
@@ -178,7 +259,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   if (row >= m) return;
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
-  warp_dot_rows<T, XT, 2>(rows, x, k, vectorized, sums);
+  Input x = input;
+  warp_dot_rows<T, Input, 2>(rows, x, k, vectorized, sums);
+  x.write_normalized(row, m, lane);
   if (lane != 0) return;
   const float g = sums[0], u = sums[1];
   out[row] = from_float<OutT>(g / (1.0f + expf(-g)) * u);
@@ -188,25 +271,61 @@ bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16
 
 unsigned blocks_for(std::int64_t warps) { return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
+// The products' rows one after the other (SharedInputProducts), and whether every weight is
+// 16-byte aligned for the chunk loads.
+template <typename T>
+SharedInputProducts<T> shared_input_batch(std::span<const GemvProduct<T>> products, bool& weights_aligned) {
+  if (products.size() > std::size_t(kMaxSharedInputProducts))
+    fail("gemv_shared_input", "at most " + std::to_string(kMaxSharedInputProducts) + " products per launch");
+  SharedInputProducts<T> batch{};
+  batch.count = int(products.size());
+  weights_aligned = true;
+  for (int p = 0; p < batch.count; ++p) {
+    batch.products[p] = products[p];
+    batch.first_row[p + 1] = batch.first_row[p] + products[p].m;
+    weights_aligned = weights_aligned && aligned_16(products[p].weight);
+  }
+  return batch;
+}
+
+template <typename T, typename Input>
+void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, int k, bool inputs_aligned,
+                 bool accumulate, cudaStream_t stream, const NextRmsNorm<T>& next = {}) {
+  bool weights_aligned = false;
+  const SharedInputProducts<T> batch = shared_input_batch(products, weights_aligned);
+  const bool vectorized = k % kChunk == 0 && inputs_aligned && weights_aligned;
+  const std::int64_t rows = batch.first_row[batch.count];
+  if (rows <= 0) return;
+  launch_dependent(gemv_kernel<T, Input>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+                   "gemv_kernel", batch, input, k, vectorized, accumulate, next);
+}
+
+template <typename T, typename Input, typename OutT>
+void launch_gate_up_swiglu(const T* gate_weight, const T* up_weight, const Input& input, int m, int k,
+                           bool inputs_aligned, OutT* out, cudaStream_t stream) {
+  if (m <= 0) return;
+  const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && inputs_aligned;
+  launch_dependent(gate_up_swiglu_kernel<T, Input, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
+                   stream, "gate_up_swiglu_kernel", gate_weight, up_weight, input, m, k, vectorized, out);
+}
+
+template <typename T>
+bool aligned_16(const RmsNormedInput<T>& input) {
+  return aligned_16(input.scaled);
+}
+
 }  // namespace
 
 template <typename T, typename XT>
 void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, int k, bool accumulate,
                        cudaStream_t stream) {
-  if (products.size() > std::size_t(kMaxSharedInputProducts))
-    fail("gemv_shared_input", "at most " + std::to_string(kMaxSharedInputProducts) + " products per launch");
-  SharedInputProducts<T> batch{};
-  batch.count = int(products.size());
-  bool vectorized = k % kChunk == 0 && aligned_16(x);
-  for (int p = 0; p < batch.count; ++p) {
-    batch.products[p] = products[p];
-    batch.first_row[p + 1] = batch.first_row[p] + products[p].m;
-    vectorized = vectorized && aligned_16(products[p].weight);
-  }
-  const std::int64_t rows = batch.first_row[batch.count];
-  if (rows <= 0) return;
-  launch_dependent(gemv_kernel<T, XT>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
-                   "gemv_kernel", batch, x, k, vectorized, accumulate);
+  launch_gemv(products, PlainInput<XT>{x}, k, aligned_16(x), accumulate, stream);
+}
+
+template <typename T>
+void gemv_shared_input(std::span<const GemvProduct<T>> products, const RmsNormedInput<T>& input, int k,
+                       bool accumulate, cudaStream_t stream) {
+  launch_gemv(products, RmsNormedReader<T>{.input = input, .k = k}, k, aligned_16(input), accumulate, stream);
 }
 
 template <typename T, typename XT>
@@ -215,13 +334,26 @@ void gemv(const T* weight, const XT* x, const T* bias, int m, int k, float* out,
   gemv_shared_input<T, XT>(std::span(&product, 1), x, k, accumulate, stream);
 }
 
+template <typename T, typename XT>
+void gemv_accumulate_for_norm(const T* weight, const XT* x, const T* bias, int m, int k, float* out,
+                              const NextRmsNorm<T>& next, cudaStream_t stream) {
+  if (next.norm_weight == nullptr || next.scaled == nullptr || next.group_squares == nullptr)
+    fail("gemv_accumulate_for_norm", "the next RMSNorm's weight, scaled input and group sums must all be given");
+  const GemvProduct<T> product{weight, bias, m, out};
+  launch_gemv(std::span(&product, 1), PlainInput<XT>{x}, k, aligned_16(x), true, stream, next);
+}
+
 template <typename T, typename XT, typename OutT>
 void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, OutT* out,
                          cudaStream_t stream) {
-  if (m <= 0) return;
-  const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && aligned_16(x);
-  launch_dependent(gate_up_swiglu_kernel<T, XT, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
-                   stream, "gate_up_swiglu_kernel", gate_weight, up_weight, x, m, k, vectorized, out);
+  launch_gate_up_swiglu(gate_weight, up_weight, PlainInput<XT>{x}, m, k, aligned_16(x), out, stream);
+}
+
+template <typename T, typename OutT>
+void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const RmsNormedInput<T>& input, int m, int k,
+                         OutT* out, cudaStream_t stream) {
+  launch_gate_up_swiglu(gate_weight, up_weight, RmsNormedReader<T>{.input = input, .k = k}, m, k, aligned_16(input),
+                        out, stream);
 }
 
 // Storage type T × input type XT (× output type OutT for the fused SwiGLU).
@@ -258,5 +390,30 @@ template void gate_up_swiglu_gemv(const __half*, const __half*, const float*, in
 template void gate_up_swiglu_gemv(const __half*, const __half*, const float*, int, int, __half*, cudaStream_t);
 template void gate_up_swiglu_gemv(const __half*, const __half*, const __half*, int, int, float*, cudaStream_t);
 template void gate_up_swiglu_gemv(const __half*, const __half*, const __half*, int, int, __half*, cudaStream_t);
+
+// The RMSNorm carried across products (carried_rms_norm.h): the writers (o_proj and down_proj, whose
+// input is T) and the readers.
+template void gemv_accumulate_for_norm(const __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
+                                       float*, const NextRmsNorm<__nv_bfloat16>&, cudaStream_t);
+template void gemv_accumulate_for_norm(const __half*, const __half*, const __half*, int, int, float*,
+                                       const NextRmsNorm<__half>&, cudaStream_t);
+template void gemv_accumulate_for_norm(const float*, const float*, const float*, int, int, float*,
+                                       const NextRmsNorm<float>&, cudaStream_t);
+template void gemv_shared_input(std::span<const GemvProduct<__nv_bfloat16>>, const RmsNormedInput<__nv_bfloat16>&,
+                                int, bool, cudaStream_t);
+template void gemv_shared_input(std::span<const GemvProduct<__half>>, const RmsNormedInput<__half>&, int, bool,
+                                cudaStream_t);
+template void gemv_shared_input(std::span<const GemvProduct<float>>, const RmsNormedInput<float>&, int, bool,
+                                cudaStream_t);
+template void gate_up_swiglu_gemv(const __nv_bfloat16*, const __nv_bfloat16*, const RmsNormedInput<__nv_bfloat16>&,
+                                  int, int, __nv_bfloat16*, cudaStream_t);
+template void gate_up_swiglu_gemv(const __nv_bfloat16*, const __nv_bfloat16*, const RmsNormedInput<__nv_bfloat16>&,
+                                  int, int, float*, cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const RmsNormedInput<__half>&, int, int, __half*,
+                                  cudaStream_t);
+template void gate_up_swiglu_gemv(const __half*, const __half*, const RmsNormedInput<__half>&, int, int, float*,
+                                  cudaStream_t);
+template void gate_up_swiglu_gemv(const float*, const float*, const RmsNormedInput<float>&, int, int, float*,
+                                  cudaStream_t);
 
 }  // namespace bifocal::cuda

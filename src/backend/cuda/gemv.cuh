@@ -22,6 +22,9 @@
 //   gemv:                 m·k·sizeof(T) + k·sizeof(XT) + m·4 (+ m·4 read when accumulate,
 //                         + m·sizeof(T) with a bias); gemv_shared_input: the sum over its products
 //   gate_up_swiglu_gemv:  2·m·k·sizeof(T) + k·sizeof(XT) + m·sizeof(OutT)
+//   with RmsNormedInput:  the input is k·sizeof(T) + ceil(k/8)·4 (+ k·(4 + 2·sizeof(T)) when the
+//                         normalised vector is written); the NextRmsNorm writer adds m·sizeof(T)
+//                         (g) + m·sizeof(T) + ceil(m/8)·4
 // Qwen3-4B, bf16, per layer: q 4096×2560, k and v 1024×2560, o 2560×4096, gate and up
 // 9728×2560 (fused here), down 2560×9728; LM head 151936×2560 (778 MB, the largest single read).
 //
@@ -38,6 +41,8 @@
 #include <cuda_runtime.h>
 
 #include <span>
+
+#include "backend/cuda/carried_rms_norm.h"
 
 namespace bifocal::cuda {
 
@@ -64,6 +69,19 @@ template <typename T, typename XT>
 void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, int k, bool accumulate,
                        cudaStream_t stream);
 
+// The products of rmsnorm(residual) with the norm carried in (carried_rms_norm.h): the input is
+// the scaled residual g ⊙ x and its group sums of squares, written by the residual's writer.
+template <typename T>
+void gemv_shared_input(std::span<const GemvProduct<T>> products, const RmsNormedInput<T>& input, int k,
+                       bool accumulate, cudaStream_t stream);
+
+// The residual's writer (o_proj, down_proj): out (the residual) += W·x + bias, and next.scaled and
+// next.group_squares of the new residual (carried_rms_norm.h). One product, so that a block's 8
+// rows are one group.
+template <typename T, typename XT>
+void gemv_accumulate_for_norm(const T* weight, const XT* x, const T* bias, int m, int k, float* out,
+                              const NextRmsNorm<T>& next, cudaStream_t stream);
+
 // out[j] = silu(g_j) · u_j with g = W_gate · x and u = W_up · x (both [m, k]): the SwiGLU
 // feed-forward's first half, without the intermediate g and u ever reaching memory.
 // silu(g) = g / (1 + e^{−g}), as the CPU backend's swiglu. OutT is float or a 16-bit type (the
@@ -71,5 +89,10 @@ void gemv_shared_input(std::span<const GemvProduct<T>> products, const XT* x, in
 template <typename T, typename XT, typename OutT>
 void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const XT* x, int m, int k, OutT* out,
                          cudaStream_t stream);
+
+// The same with x = rmsnorm(residual) carried in (RmsNormedInput).
+template <typename T, typename OutT>
+void gate_up_swiglu_gemv(const T* gate_weight, const T* up_weight, const RmsNormedInput<T>& input, int m, int k,
+                         OutT* out, cudaStream_t stream);
 
 }  // namespace bifocal::cuda
