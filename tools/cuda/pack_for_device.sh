@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the CUDA configuration here (nvcc 13, no GPU needed) and packs what the GPU machine lacks
-# into .gpu/bundle.tar.xz: the two binaries and the Debian shared libraries they link (the GPU
-# machine has CUDA and cuBLAS but none of OpenBLAS, PCRE2, utf8proc, fmt). The device side is
-# tools/cuda/run_on_device.sh. Usage: tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda]
-# [BUNDLE=.gpu/bundle.tar.xz] — a second bundle (another branch's build) lets one device call run both.
+# into .gpu/bundle.tar.xz: the two binaries and their build directory (~5 MB). The Debian shared
+# libraries they link (the GPU machine has CUDA and cuBLAS but none of OpenBLAS, PCRE2, utf8proc,
+# fmt) go once into .gpu/libs.tar.xz (~5.5 MB), shared by every bundle, so that three builds fit
+# the 64 MiB a device call carries. The device side is tools/cuda/run_on_device.sh. Usage:
+# tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda] [BUNDLE=.gpu/bundle.tar.xz] — a
+# second bundle (another branch's build) lets one device call run both.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-/work/build-cuda}
@@ -11,13 +13,18 @@ bundle=${2:-.gpu/bundle.tar.xz}
 cmake -S . -B "$build" -DBIFOCAL_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
 stage=$(mktemp -d)
-mkdir -p "$stage/bin" "$stage/lib"
+mkdir -p "$stage/bin"
 cp "$build/bifocal" "$build/bifocal_tests" "$stage/bin/"
-for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libpcre2-8.so.0 libutf8proc.so.2; do
-  cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
-done
 echo "$build" > "$stage/build_dir"
-mkdir -p .gpu
-tar -C "$stage" -cJf "$bundle" .
+mkdir -p "$(dirname "$bundle")"
+tar -C "$stage" -cJf "$bundle" bin build_dir
+libs="$(dirname "$bundle")/libs.tar.xz"
+if [ ! -e "$libs" ]; then
+  mkdir -p "$stage/lib"
+  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libpcre2-8.so.0 libutf8proc.so.2; do
+    cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"
+  done
+  tar -C "$stage" -cJf "$libs" lib
+fi
 rm -rf "$stage"
-ls -la "$bundle"
+ls -la "$bundle" "$libs"

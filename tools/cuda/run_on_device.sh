@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # On the GPU machine (device tool, `carry: [".gpu"]`): unpacks .gpu/bundle.tar.xz from
-# pack_for_device.sh so that the binaries find their absolute paths (the build directory and the
-# source tree as they were here), then runs the command given, e.g.
+# pack_for_device.sh, and the shared libraries beside it (libs.tar.xz, unless the bundle holds its
+# own lib/), so that the binaries find their absolute paths (the build directory and the source
+# tree as they were here), then runs the command given, e.g.
 #   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_tests --gtest_filter=Cuda*'
-# BUNDLE=.gpu/other.tar.xz picks another bundle (pack_for_device.sh's second argument).
+# BUNDLE=.gpu/other.tar.xz picks another bundle (pack_for_device.sh's second argument); calls with
+# different bundles in one device call run one build after the other.
 set -euo pipefail
 root=$(pwd)
 bundle=${BUNDLE:-.gpu/bundle.tar.xz}
 stage=/tmp/bifocal-gpu-$(basename "$bundle" .tar.xz)
 rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$bundle"
+[ -d "$stage/lib" ] || tar -C "$stage" -xJf "$(dirname "$bundle")/libs.tar.xz"
 build=$(cat "$stage/build_dir")
 mkdir -p "$(dirname "$build")" /work
 [ -e /work/main ] || ln -s "$root" /work/main   # BIFOCAL_GOLDEN_DIR was compiled as /work/main/tests/golden
