@@ -271,29 +271,20 @@ bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16
 
 unsigned blocks_for(std::int64_t warps) { return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
-// The products' rows one after the other (SharedInputProducts), and whether every weight is
-// 16-byte aligned for the chunk loads.
-template <typename T>
-SharedInputProducts<T> shared_input_batch(std::span<const GemvProduct<T>> products, bool& weights_aligned) {
+// gemv_kernel on the products' rows one after the other (SharedInputProducts).
+template <typename T, typename Input>
+void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, int k, bool input_aligned,
+                 bool accumulate, cudaStream_t stream, const NextRmsNorm<T>& next = {}) {
   if (products.size() > std::size_t(kMaxSharedInputProducts))
     fail("gemv_shared_input", "at most " + std::to_string(kMaxSharedInputProducts) + " products per launch");
   SharedInputProducts<T> batch{};
   batch.count = int(products.size());
-  weights_aligned = true;
+  bool vectorized = k % kChunk == 0 && input_aligned;
   for (int p = 0; p < batch.count; ++p) {
     batch.products[p] = products[p];
     batch.first_row[p + 1] = batch.first_row[p] + products[p].m;
-    weights_aligned = weights_aligned && aligned_16(products[p].weight);
+    vectorized = vectorized && aligned_16(products[p].weight);
   }
-  return batch;
-}
-
-template <typename T, typename Input>
-void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, int k, bool inputs_aligned,
-                 bool accumulate, cudaStream_t stream, const NextRmsNorm<T>& next = {}) {
-  bool weights_aligned = false;
-  const SharedInputProducts<T> batch = shared_input_batch(products, weights_aligned);
-  const bool vectorized = k % kChunk == 0 && inputs_aligned && weights_aligned;
   const std::int64_t rows = batch.first_row[batch.count];
   if (rows <= 0) return;
   launch_dependent(gemv_kernel<T, Input>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
@@ -302,9 +293,9 @@ void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, i
 
 template <typename T, typename Input, typename OutT>
 void launch_gate_up_swiglu(const T* gate_weight, const T* up_weight, const Input& input, int m, int k,
-                           bool inputs_aligned, OutT* out, cudaStream_t stream) {
+                           bool input_aligned, OutT* out, cudaStream_t stream) {
   if (m <= 0) return;
-  const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && inputs_aligned;
+  const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && input_aligned;
   launch_dependent(gate_up_swiglu_kernel<T, Input, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
                    stream, "gate_up_swiglu_kernel", gate_weight, up_weight, input, m, k, vectorized, out);
 }
