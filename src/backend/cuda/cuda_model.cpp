@@ -38,10 +38,9 @@ std::size_t CudaSession<T>::state_bytes() const {
 template <typename T>
 std::size_t CudaSession<T>::workspace_bytes() const {
   std::size_t bytes = tokens.bytes() + positions.bytes() + residual.bytes() + normed.bytes() + scaled.bytes() +
-                      group_squares.bytes() + queries.bytes() +
-                      keys.bytes() + values.bytes() + attention.bytes() + gate.bytes() + up.bytes() +
-                      activation.bytes() + logits.bytes() + sampled.bytes() + sample_step.bytes() +
-                      sampling_workspace.bytes();
+                      group_squares.bytes() + queries.bytes() + keys.bytes() + values.bytes() + attention.bytes() +
+                      gate.bytes() + up.bytes() + activation.bytes() + logits.bytes() + sampled.bytes() +
+                      sample_step.bytes() + sampling_workspace.bytes();
   for (const auto& layer : layers) bytes += layer.workspace_bytes();
   return bytes + mixer_scratch.bytes();
 }
@@ -156,9 +155,8 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
   float* x = s.residual.data();
   T* h = s.normed.data();
 
-  // One token carries each RMSNorm across the product boundary (carried_rms_norm.h): the writer of
-  // x (embedding, o_proj, down_proj) also writes g ⊙ x and its group sums of x² for the norm
-  // read next, whose products divide by rms(x) themselves. No norm launch.
+  // One token: the writer of x (embedding, o_proj, down_proj) also leaves the inputs of the norm
+  // read next, and its products divide by rms(x) themselves.
   const bool carry_norm = n == 1;
   auto next_norm = [&](const DeviceBuffer<T>& norm_weight) {
     return NextRmsNorm<T>{norm_weight.data(), s.scaled.data(), s.group_squares.data()};
