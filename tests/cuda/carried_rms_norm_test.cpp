@@ -304,5 +304,17 @@ TEST(CarriedRmsNormErrors, EmbeddingOfSeveralTokensCannotCarryTheNorm) {
                Error);
 }
 
+TEST(CarriedRmsNormErrors, WriterWithoutEveryOutputOfTheNextNormIsRefused) {
+  // Checked on the host before any launch; each missing piece alone is refused.
+  const auto* weight = reinterpret_cast<const float*>(16);
+  auto* scaled = reinterpret_cast<float*>(16);
+  auto* group_squares = reinterpret_cast<float*>(16);
+  for (const NextRmsNorm<float>& next : {NextRmsNorm<float>{nullptr, scaled, group_squares},
+                                         NextRmsNorm<float>{weight, nullptr, group_squares},
+                                         NextRmsNorm<float>{weight, scaled, nullptr}})
+    EXPECT_THROW((cuda::gemv_accumulate_for_norm<float, float>(weight, weight, nullptr, 8, 8, scaled, next, nullptr)),
+                 Error);
+}
+
 }  // namespace
 }  // namespace bifocal
