@@ -10,7 +10,8 @@
 // (with store_kv_slots): three dependent launches, each waiting for its predecessor to drain,
 // a cp.async ring prologue and a serial mma chain per tile. Here every step is one round trip:
 //  * launch: one cluster of R ≤ 8 blocks (R = ⌈slots / 16⌉, capped) per KV head and group of ≤ 8
-//    query heads: 64 blocks on 64 SMs for Qwen3-4B. Block r owns the contiguous slots
+//    query heads, as few heads as keep the grid within one block per SM (window_heads_per_cluster):
+//    2 heads, 128 blocks for Qwen3-4B; 1 head, 128 blocks for the Qwen3.5-like shape. Block r owns the contiguous slots
 //    [r·n/R, (r+1)·n/R) (n: the ring's slots, or a linear cache's p + 1): 72 slots = 36 KiB.
 //  * before the wait for the previous kernel (PDL): a ring's ranges depend on nothing earlier
 //    kernels write, so the block asks L2 to prefetch its rows (cp.async.bulk.prefetch, one per
@@ -62,14 +63,14 @@ namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kHeadsPerCluster = 8;    // query heads one cluster serves; larger GQA groups take several
+constexpr int kMaxHeadsPerCluster = 8;  // query heads one cluster serves at most (the GROUP tiles: 1, 2, 4, 8)
 constexpr int kMinRowsPerRank = 16;    // below this a block's fixed costs outweigh its share of the loads
 constexpr int kDotsPerBatch = 8;       // dot products reduced together: 8/G rows × G heads
 constexpr int kElementsPerLane = 8;    // one 16-byte bf16 chunk (two fp32 chunks) of a row per lane
 constexpr int kSharedBudget = 227 * 1024 - 1024;  // the sm_90 per-block limit, less the static arrays
 constexpr float kLog2e = 1.4426950408889634f;
 
-static_assert(kHeadsPerCluster <= kWarps, "the softmax step gives every head one warp");
+static_assert(kMaxHeadsPerCluster <= kWarps, "the softmax step gives every head one warp");
 
 // ---- PTX wrappers ----------------------------------------------------------------------------
 
@@ -125,7 +126,8 @@ __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out)
 //          the warps' accumulators [kWarps, GROUP, d] (it is at least that large)
 struct WindowLayout {
   int ranks;          // blocks per cluster
-  int slices;         // clusters per KV head (⌈group / 8⌉)
+  int heads_per_cluster;
+  int slices;         // clusters per KV head (⌈group / heads_per_cluster⌉)
   int rows_per_rank;  // the most slots one block owns
   int round_rows;     // slots staged at once
   int stages;         // 1: the block's slots in one round; 2: double-buffered rounds
@@ -133,11 +135,29 @@ struct WindowLayout {
   int acc, q, key, logits, flags, positions, rows, bytes;
 };
 
+int window_ranks(std::int64_t slots) {
+  return int(std::clamp<std::int64_t>((slots + kMinRowsPerRank - 1) / kMinRowsPerRank, 1, kMaxClusterRanks));
+}
+
+// Query heads per cluster: the fewest (halving from 8) whose grid still fits one block per
+// multiprocessor. Each cluster stages its KV head's slots itself — a second cluster on the same
+// KV head reads them again, from L2 — but a block's dot products, P·V and q/k norm + RoPE shrink
+// with its heads, and they, not the bytes, bound the kernel (its cost model above). Qwen3-4B
+// swa(576): 2 heads, 128 blocks instead of 4 heads, 64 blocks: 361.8 → 367.6 tok/s, Bifocal
+// 359.0 → 365.1 (H200, stop 23; 16-block clusters for 128 blocks: 320.9, 512 threads: 355.5).
+int window_heads_per_cluster(int group, int kv_heads, int ranks) {
+  int heads = std::min(group, kMaxHeadsPerCluster);
+  const auto blocks = [&](int h) { return std::int64_t(kv_heads) * ((group + h - 1) / h) * ranks; };
+  while (heads > 1 && blocks((heads + 1) / 2) <= multiprocessor_count()) heads = (heads + 1) / 2;
+  return heads;
+}
+
 template <typename T>
 WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, int head_dim, int group_tile) {
   WindowLayout l{};
-  l.ranks = int(std::clamp<std::int64_t>((slots + kMinRowsPerRank - 1) / kMinRowsPerRank, 1, kMaxClusterRanks));
-  l.slices = (query_heads / kv_heads + kHeadsPerCluster - 1) / kHeadsPerCluster;
+  l.ranks = window_ranks(slots);
+  l.heads_per_cluster = window_heads_per_cluster(query_heads / kv_heads, kv_heads, l.ranks);
+  l.slices = (query_heads / kv_heads + l.heads_per_cluster - 1) / l.heads_per_cluster;
   l.rows_per_rank = int(std::max<std::int64_t>(1, (slots + l.ranks - 1) / l.ranks));
   const int units16 = head_dim * int(sizeof(T)) / 16;
   l.pitch = 16 * (units16 % 2 == 1 ? units16 : units16 + 1);
@@ -355,8 +375,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int rank = int(cluster.block_rank()), ranks = layout.ranks;
   const int unit = int(blockIdx.x) / ranks, kv = unit / layout.slices, slice = unit % layout.slices;
   const int d = a.head_dim, group = a.query_heads / a.kv_heads;
-  const int first_head = kv * group + slice * kHeadsPerCluster;
-  const int heads = min(kHeadsPerCluster, group - slice * kHeadsPerCluster);
+  const int first_head = kv * group + slice * layout.heads_per_cluster;
+  const int heads = min(layout.heads_per_cluster, group - slice * layout.heads_per_cluster);
   const bool ring = a.slot_positions != nullptr;
   const std::int64_t row_stride = std::int64_t(a.kv_heads) * d;
   const T* keys = a.keys + std::int64_t(kv) * d;  // slot j's row: keys + j·row_stride
@@ -559,7 +579,8 @@ void launch_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stre
 
 template <typename T, typename OutT>
 void attention_decode_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
-  const int heads = std::min(a.query_heads / a.kv_heads, kHeadsPerCluster);
+  const int group = a.query_heads / a.kv_heads;
+  const int heads = window_heads_per_cluster(group, a.kv_heads, window_ranks(a.slots));
   if (heads <= 1)
     launch_window<T, OutT, 1>(a, out, stream);
   else if (heads <= 2)
