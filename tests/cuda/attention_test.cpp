@@ -180,18 +180,23 @@ TEST_P(CudaDecodeAttention, MatchesCpuForBf16Fp16AndFp32Storage) {
   Seeded seeded;
   SCOPED_TRACE("seed " + std::to_string(seeded.seed));
   testing::ErrorLog log{"decode attention"};
-  EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng)), kFp32Tolerance) << "bf16 cache, fp32 out";
-  EXPECT_LT(log.add(decode_error<__half, float>(c, seeded.rng)), kFp32Tolerance) << "fp16 cache, fp32 out";
-  EXPECT_LT(log.add(decode_error<float, float>(c, seeded.rng)), kFp32Tolerance) << "fp32 cache, fp32 out";
-  EXPECT_LT((decode_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "bf16 cache, bf16 out";
-  EXPECT_LT((decode_error<__half, __half>(c, seeded.rng)), kFp16Tolerance) << "fp16 cache, fp16 out";
-  EXPECT_LT((decode_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 cache, bf16 out";
+  // Past the one-launch kernel's 2,048 slots the reference is reference::attention (double sums):
+  // CpuBackend's sequential fp32 sums over thousands of keys carry ~1e-5 of rounding themselves
+  // (5,000 slots: 1.05–1.30e-5 against it in 7 of 14 runs on the H200, stop 23).
+  const bool exact = c.slots > cuda::kWindowDecodeMaxSlots;
+  std::mt19937& rng = seeded.rng;
+  EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, rng, exact)), kFp32Tolerance) << "bf16 cache, fp32 out";
+  EXPECT_LT(log.add(decode_error<__half, float>(c, rng, exact)), kFp32Tolerance) << "fp16 cache, fp32 out";
+  EXPECT_LT(log.add(decode_error<float, float>(c, rng, exact)), kFp32Tolerance) << "fp32 cache, fp32 out";
+  EXPECT_LT((decode_error<__nv_bfloat16, __nv_bfloat16>(c, rng, exact)), kBf16Tolerance) << "bf16 cache, bf16 out";
+  EXPECT_LT((decode_error<__half, __half>(c, rng, exact)), kFp16Tolerance) << "fp16 cache, fp16 out";
+  EXPECT_LT((decode_error<float, __nv_bfloat16>(c, rng, exact)), kBf16Tolerance) << "fp32 cache, bf16 out";
   if (c.layout == Layout::Shuffled) return;  // no slot rule to store by
-  EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, seeded.rng, false, true)), kFp32Tolerance)
+  EXPECT_LT(log.add(decode_error<__nv_bfloat16, float>(c, rng, exact, true)), kFp32Tolerance)
       << "bf16 cache, fp32 out, store folded in";
-  EXPECT_LT(log.add(decode_error<__half, float>(c, seeded.rng, false, true)), kFp32Tolerance)
+  EXPECT_LT(log.add(decode_error<__half, float>(c, rng, exact, true)), kFp32Tolerance)
       << "fp16 cache, fp32 out, store folded in";
-  EXPECT_LT(log.add(decode_error<float, float>(c, seeded.rng, false, true)), kFp32Tolerance)
+  EXPECT_LT(log.add(decode_error<float, float>(c, rng, exact, true)), kFp32Tolerance)
       << "fp32 cache, fp32 out, store folded in";
 }
 
