@@ -11,7 +11,8 @@
 // a cp.async ring prologue and a serial mma chain per tile. Here every step is one round trip:
 //  * launch: one cluster of R ≤ 8 blocks (R = ⌈slots / 16⌉, capped) per KV head and group of ≤ 8
 //    query heads, as few heads as keep the grid within one block per SM (window_heads_per_cluster):
-//    2 heads, 128 blocks for Qwen3-4B; 1 head, 128 blocks for the Qwen3.5-like shape. Block r owns the contiguous slots
+//    2 heads, 128 blocks for Qwen3-4B; 1 head, 128 blocks for the Qwen3.5-like shape. Block r
+//    owns the contiguous slots
 //    [r·n/R, (r+1)·n/R) (n: the ring's slots, or a linear cache's p + 1): 72 slots = 36 KiB.
 //  * before the wait for the previous kernel (PDL): a ring's ranges depend on nothing earlier
 //    kernels write, so the block asks L2 to prefetch its rows (cp.async.bulk.prefetch, one per
@@ -153,11 +154,12 @@ int window_heads_per_cluster(int group, int kv_heads, int ranks) {
 }
 
 template <typename T>
-WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, int head_dim, int group_tile) {
+WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, int head_dim, int heads_per_cluster,
+                           int group_tile) {
   WindowLayout l{};
   l.ranks = window_ranks(slots);
-  l.heads_per_cluster = window_heads_per_cluster(query_heads / kv_heads, kv_heads, l.ranks);
-  l.slices = (query_heads / kv_heads + l.heads_per_cluster - 1) / l.heads_per_cluster;
+  l.heads_per_cluster = heads_per_cluster;
+  l.slices = (query_heads / kv_heads + heads_per_cluster - 1) / heads_per_cluster;
   l.rows_per_rank = int(std::max<std::int64_t>(1, (slots + l.ranks - 1) / l.ranks));
   const int units16 = head_dim * int(sizeof(T)) / 16;
   l.pitch = 16 * (units16 % 2 == 1 ? units16 : units16 + 1);
@@ -567,9 +569,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   cluster.sync();  // no block leaves while another still reads its partial
 }
 
+// GROUP: the tile (a power of two) that holds heads_per_cluster query heads.
 template <typename T, typename OutT, int GROUP>
-void launch_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
-  const WindowLayout layout = window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, GROUP);
+void launch_window(const DecodeAttentionArgs<T>& a, int heads_per_cluster, OutT* out, cudaStream_t stream) {
+  const WindowLayout layout =
+      window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, heads_per_cluster, GROUP);
   const int units = a.kv_heads * layout.slices;
   launch_in_clusters(attention_decode_window_kernel<T, OutT, GROUP>, dim3(unsigned(units * layout.ranks)), kThreads,
                      layout.ranks, std::size_t(layout.bytes), stream, "attention_decode_window_kernel", a, layout, out);
@@ -582,13 +586,13 @@ void attention_decode_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStr
   const int group = a.query_heads / a.kv_heads;
   const int heads = window_heads_per_cluster(group, a.kv_heads, window_ranks(a.slots));
   if (heads <= 1)
-    launch_window<T, OutT, 1>(a, out, stream);
+    launch_window<T, OutT, 1>(a, heads, out, stream);
   else if (heads <= 2)
-    launch_window<T, OutT, 2>(a, out, stream);
+    launch_window<T, OutT, 2>(a, heads, out, stream);
   else if (heads <= 4)
-    launch_window<T, OutT, 4>(a, out, stream);
+    launch_window<T, OutT, 4>(a, heads, out, stream);
   else
-    launch_window<T, OutT, 8>(a, out, stream);
+    launch_window<T, OutT, 8>(a, heads, out, stream);
 }
 
 template void attention_decode_window<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, float*,
