@@ -18,4 +18,7 @@ mkdir -p "$(dirname "$build")" /work
 mkdir -p "$build" && cp "$stage"/bin/* "$build/"
 export LD_LIBRARY_PATH="$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export BUILD="$build"
+# The command runs without -e and pipefail: a step of it that fails, or a pipe into head, must not
+# end the steps after it without a word (its own exit status is the call's).
+set +e +o pipefail
 eval "$1"
