@@ -263,8 +263,11 @@ TYPED_TEST(CarriedRmsNorm, GateUpReaderEqualsSwigluOfTheStoredInputOverRms) {
 
 TYPED_TEST(CarriedRmsNorm, AccumulatingWriterLeavesWhatTheReaderNeeds) {
   testing::ErrorLog log{"carried norm, writer"}, chain_log{"carried norm, writer then reader vs CPU rmsnorm"};
-  // m = 1, 7, 13: a lone and a partial group (idle warps in the writer's last block).
-  for (const Shape& shape : {Shape{1, 8}, Shape{7, 33}, Shape{13, 64}, Shape{100, 1001}, Shape{2560, 4096}})
+  // m = 1, 7, 13: a lone and a partial group (idle warps in the writer's last block). Both launch
+  // variants of the 16-bit writer (gemv.cu): one wave of blocks, deep loads (o_proj's 2,560 × 4,096,
+  // down_proj's 2,560 × 9,728), and more than one wave, the plain kernel (4,000 × 9,728: 500 blocks).
+  for (const Shape& shape : {Shape{1, 8}, Shape{7, 33}, Shape{13, 64}, Shape{100, 1001}, Shape{2560, 4096},
+                             Shape{2560, 9728}, Shape{4000, 9728}})
     for (const float scale : {1.0f, 40.0f})
       check_writer_then_reader<TypeParam>(shape, scale, this->rng_, log, chain_log);
 }

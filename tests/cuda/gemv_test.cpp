@@ -105,6 +105,10 @@ std::string type_name() {
 // Odd sizes (k % 8 ≠ 0: the scalar loop; m not a multiple of the rows per block: idle warps;
 // m = 8193: two rows per warp with a lone last row), then Qwen3-4B's q, k/v, o and down.
 const Shape kSmallShapes[] = {{1, 1}, {3, 5}, {7, 33}, {17, 64}, {31, 96}, {100, 128}, {37, 1000}, {5, 1001}, {8193, 24}};
+// gemv.cu's launch variants at 16 bits: deep loads for one wave of blocks ({1024, 2560}, {2560, 4096},
+// {2560, 9728}, the small shapes), the plain 8-warp kernel ({4096, 2560}: 512 blocks; {8193, 24}:
+// warps of 48 bytes) and 2-warp blocks past one wave of 8-warp blocks (the LM head, the shared-input
+// and gate/up products of 6,144 and 9,728 rows).
 const Shape kQwen3Shapes[] = {{4096, 2560}, {1024, 2560}, {2560, 4096}, {2560, 9728}};
 
 std::string describe(const Shape& s) { return "m " + std::to_string(s.m) + ", k " + std::to_string(s.k); }

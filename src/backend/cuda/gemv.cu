@@ -1,7 +1,8 @@
 // Decode matrix–vector products (gemv.cuh gives the contract and the bytes per call).
 //
 // The work split: one warp computes one output row — row j of W for gemv, row j of both W_gate
-// and W_up for the fused SwiGLU — and a block is 8 such warps. A lane reads W in chunks of 8
+// and W_up for the fused SwiGLU — and a block is 8 such warps (2 for a launch of more than one
+// wave that writes no norm's groups: block_warps). A lane reads W in chunks of 8
 // consecutive elements (one 16-byte load for bf16), lane l taking chunks l, l+32, …, so a warp
 // reads 512 contiguous bytes per row per step: fully coalesced. Each step issues kUnroll chunks
 // per row before any is used, so every lane keeps kUnroll (SwiGLU: 2·kUnroll) 16-byte loads in
@@ -9,7 +10,10 @@
 // × latency product asks for. The dot products accumulate in fp32 registers and the warp sums
 // them with shuffles at the end; nothing but the final value is written.
 // Measured alternatives (H200, Qwen3-4B shapes): two rows per warp, or 8 chunks in flight per
-// lane, were 3–25 % slower on every shape (fewer warps; more registers).
+// lane, were 3–25 % slower on the products of more than one wave of blocks (fewer warps; more
+// registers). A product whose blocks all fit on the GPU at once at 3 blocks an SM (o_proj and
+// down_proj: 320 blocks on 132 SMs) has no later wave to lose; there 8 chunks in flight a lane
+// (kDeepUnroll) double the bytes in flight: +2.0% a Qwen3-4B decode step (stop 24).
 //
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
@@ -21,7 +25,9 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "backend/cuda/cluster_launch.h"  // multiprocessor_count
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
@@ -32,6 +38,11 @@ namespace {
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;       // chunks per row in flight per lane
+constexpr int kDeepUnroll = 8;   // … in a launch of one wave (launch_gemv)
+constexpr int kDeepBlocksPerSM = 3;  // the deep launch's bound: 80 registers a thread
+constexpr int kResidentBlocksPerSM = 4;  // 8-warp blocks an SM of the plain kernels (≤ 64 registers)
+constexpr int kSmallBlockWarps = 2;  // a block of a reader of more than one wave (block_warps)
+constexpr std::int64_t kSmallBlockMinWarpBytes = 4096;  // … whose warps read at least this much W
 constexpr int kChunk = 8;        // elements per chunk: 16 bytes of bf16 or fp16
 
 using device::from_float;
@@ -130,7 +141,7 @@ struct RmsNormedReader {
 // after this call is ordered after that kernel too). vectorized: k % 8 == 0 and all pointers
 // 16-byte aligned, so chunk loads are legal; otherwise the scalar tail loop does all of k (tiny
 // test models with odd k only).
-template <typename T, typename Input, int kRows>
+template <typename T, typename Input, int kRows, int Unroll = kUnroll>
 __device__ void warp_dot_rows(const T* const (&rows)[kRows], Input& x, int k, bool vectorized,
                               float (&sums)[kRows]) {
   const int lane = threadIdx.x % kWarpSize;
@@ -138,13 +149,13 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], Input& x, int k, bo
   for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
 
   const int chunks = vectorized ? k / kChunk : 0;
-  for (int first = 0; first < chunks; first += kWarpSize * kUnroll) {
-    // Issue every W load of this step first, then the x loads, then the arithmetic: kRows·kUnroll
+  for (int first = 0; first < chunks; first += kWarpSize * Unroll) {
+    // Issue every W load of this step first, then the x loads, then the arithmetic: kRows·Unroll
     // 16-byte W loads per lane in flight at once, instead of one load, one wait, one FMA burst.
-    Chunk<T> w[kUnroll][kRows];
-    typename Input::Loaded xs[kUnroll];
+    Chunk<T> w[Unroll][kRows];
+    typename Input::Loaded xs[Unroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < Unroll; ++u) {
       const int c = first + u * kWarpSize + lane;
       if (c < chunks) {
 #pragma unroll
@@ -155,13 +166,13 @@ __device__ void warp_dot_rows(const T* const (&rows)[kRows], Input& x, int k, bo
     // is): a dependent launch overlaps it with that kernel's tail.
     if (first == 0) wait_for_previous_kernel();
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < Unroll; ++u) {
       const int c = first + u * kWarpSize + lane;
       if (c < chunks) x.load(xs[u], c);
     }
     if (first == 0) x.after_wait(lane);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < Unroll; ++u) {
       const int c = first + u * kWarpSize + lane;
       if (c < chunks) {
         float xf[kChunk];
@@ -199,22 +210,23 @@ struct SharedInputProducts {
   int count;
 };
 
-// Warp w of block b owns global row g = b·kWarpsPerBlock + w, row g − first_row[p] of product p.
+// Warp w of block b owns global row g = b·W + w (W warps a block), row g − first_row[p] of product p.
 // Lane 0 adds the bias and, when accumulating, the old out[j] — in the CPU backend's order:
 // out = out + (W·x + bias). The warps also write the normalised input, when the input asks for it
 // (RmsNormedReader::write_normalized). With next.scaled (one product, which
 // accumulates into the residual), lane 0 also writes g_j · out[j], and the block, whose 8 rows are
 // group b, the sum of their squares (carried_rms_norm.h's NextRmsNorm): the one barrier of this
 // kernel, at its very end.
-template <typename T, typename Input>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Input::kGemvBlocksPerSM)
+template <typename T, typename Input, int Unroll = kUnroll>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize,
+                                  Unroll == kDeepUnroll ? kDeepBlocksPerSM : Input::kGemvBlocksPerSM)
     gemv_kernel(const SharedInputProducts<T> batch, const Input input, int k, bool vectorized, bool accumulate,
                 const NextRmsNorm<T> next) {
   static_assert(kWarpsPerBlock == kRmsNormGroup, "a block's rows are one group of NextRmsNorm");
   __shared__ float row_squares[kWarpsPerBlock];
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const std::int64_t global_row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const std::int64_t global_row = std::int64_t(blockIdx.x) * (blockDim.x / kWarpSize) + warp;
   const bool has_row = global_row < batch.first_row[batch.count];
   float new_value = 0.0f;  // lane 0's out[row], for next
   if (has_row) {
@@ -225,7 +237,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Input::kGemvBlocksP
     const T* rows[1] = {product.weight + row * k};
     float sums[1];
     Input x = input;
-    warp_dot_rows<T, Input, 1>(rows, x, k, vectorized, sums);
+    warp_dot_rows<T, Input, 1, Unroll>(rows, x, k, vectorized, sums);
     x.write_normalized(global_row, batch.first_row[batch.count], lane);
     if (lane == 0) {
       // Every load before the first store (which the compiler must assume may alias them): one
@@ -238,7 +250,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Input::kGemvBlocksP
       if (next.scaled != nullptr) next.scaled[row] = from_float<T>(norm_weight * new_value);
     }
   }
-  if (next.scaled == nullptr) return;  // the same for every thread of the grid
+  if (next.scaled == nullptr) return;  // the same for every thread of the grid (8 warps a block: launch_gemv)
   if (lane == 0) row_squares[warp] = new_value * new_value;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -248,14 +260,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Input::kGemvBlocksP
   }
 }
 
-// Warp w of block b owns output row j = b·kWarpsPerBlock + w and reads row j of both matrices.
+// Warp w of block b owns output row j = b·W + w (W warps a block) and reads row j of both matrices.
 template <typename T, typename Input, typename OutT>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const Input input, int m, int k, bool vectorized,
                           OutT* out) {
   allow_next_kernel_launch();
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  const std::int64_t row = std::int64_t(blockIdx.x) * kWarpsPerBlock + warp;
+  const std::int64_t row = std::int64_t(blockIdx.x) * (blockDim.x / kWarpSize) + warp;
   if (row >= m) return;
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
@@ -269,7 +281,26 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 
 bool aligned_16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-unsigned blocks_for(std::int64_t warps) { return unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+unsigned blocks_for(std::int64_t warps, int warps_per_block = kWarpsPerBlock) {
+  return unsigned((warps + warps_per_block - 1) / warps_per_block);
+}
+
+// Warps a block for a launch that writes no carried norm's groups (a writer's block is one group:
+// kWarpsPerBlock) over `rows` rows, each warp reading `warp_bytes` of W: 2 when its 8-warp blocks
+// would take more than one wave, so that the blocks of its last wave, and of the handover to the
+// next kernel, come and go a quarter at a time — unless a warp's work is too short to pay for four
+// times the blocks. Stop 24, H200: Qwen3-4B's q+k+v, gate/up and LM head (5–10 KB a warp) +2.1% a
+// decode step; paper-fig2's LM head (2 KB a warp, 4,000 blocks) −2%, its products of under one wave
+// −3.5%.
+int block_warps(std::int64_t rows, std::int64_t warp_bytes) {
+  const std::int64_t one_wave_rows = std::int64_t(kWarpsPerBlock) * kResidentBlocksPerSM * multiprocessor_count();
+  return rows > one_wave_rows && warp_bytes >= kSmallBlockMinWarpBytes ? kSmallBlockWarps : kWarpsPerBlock;
+}
+
+// The deep variant (kDeepUnroll chunks in flight a lane) is for 16-bit weights read with a plain
+// 16-bit x (o_proj and down_proj): wider chunks or the carried norm's reader would spill.
+template <typename T, typename Input>
+constexpr bool kHasDeepVariant = sizeof(T) == 2 && std::is_same_v<Input, PlainInput<T>>;
 
 // gemv_kernel on the products' rows one after the other (SharedInputProducts).
 template <typename T, typename Input>
@@ -287,8 +318,18 @@ void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, i
   }
   const std::int64_t rows = batch.first_row[batch.count];
   if (rows <= 0) return;
-  launch_dependent(gemv_kernel<T, Input>, dim3(blocks_for(rows)), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
-                   "gemv_kernel", batch, input, k, vectorized, accumulate, next);
+  const int warps = next.scaled != nullptr ? kWarpsPerBlock : block_warps(rows, std::int64_t(k) * sizeof(T));
+  const unsigned blocks = blocks_for(rows, warps);
+  if constexpr (kHasDeepVariant<T, Input>) {
+    // All the blocks resident at once at kDeepBlocksPerSM an SM: the extra registers cost no wave.
+    if (warps == kWarpsPerBlock && blocks <= unsigned(kDeepBlocksPerSM * multiprocessor_count())) {
+      launch_dependent(gemv_kernel<T, Input, kDeepUnroll>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+                       "gemv_kernel", batch, input, k, vectorized, accumulate, next);
+      return;
+    }
+  }
+  launch_dependent(gemv_kernel<T, Input>, dim3(blocks), dim3(warps * kWarpSize), 0, stream, "gemv_kernel", batch,
+                   input, k, vectorized, accumulate, next);
 }
 
 template <typename T, typename Input, typename OutT>
@@ -296,7 +337,8 @@ void launch_gate_up_swiglu(const T* gate_weight, const T* up_weight, const Input
                            bool input_aligned, OutT* out, cudaStream_t stream) {
   if (m <= 0) return;
   const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && input_aligned;
-  launch_dependent(gate_up_swiglu_kernel<T, Input, OutT>, dim3(blocks_for(m)), dim3(kWarpsPerBlock * kWarpSize), 0,
+  const int warps = block_warps(m, 2 * std::int64_t(k) * sizeof(T));
+  launch_dependent(gate_up_swiglu_kernel<T, Input, OutT>, dim3(blocks_for(m, warps)), dim3(warps * kWarpSize), 0,
                    stream, "gate_up_swiglu_kernel", gate_weight, up_weight, input, m, k, vectorized, out);
 }
 
