@@ -181,6 +181,10 @@ void check_gate_up_reader(const Shape& shape, float scale, std::mt19937& rng, te
   const auto up = reference::matmul(h, up_weight, {}, 1, k, m);
   std::vector<float> want(m);
   CpuBackend().swiglu(gate.data(), up.data(), m, want.data());
+  // A narrow output against the reference rounded as the kernel rounds it: one output of ~1e-6
+  // (m = 1, weights of 0.05) is an fp16 subnormal whose own rounding is ~1% of it — against the
+  // unrounded reference the fp16 case failed now and then (0.0058, stop 24), whatever the kernel.
+  if constexpr (!std::is_same_v<OutT, float>) want = as_stored<OutT>(want);
 
   const DeviceCarriedNorm<T> device_carried(carried);
   const DeviceBuffer<T> device_gate = upload(to_storage<T>(gate_weight));
