@@ -1,22 +1,72 @@
 // The pieces every variant of tools/cuda/persistent_chain_probe.cu shares: the chain's constants,
-// a product as a run of 16-byte weight chunks, the dot product with x and the rebuild of x.
-// Device and host code for that probe only (included by it and by its kernel headers).
+// a product as a run of 16-byte weight chunks, the dot product with x and the rebuild of x; and the
+// timing both decode-chain probes use (MedianTimer, copy_bandwidth; l2_prefetch_probe.cu too).
+// Device and host code for those probes only.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace chain_probe {
 
 inline void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
-    std::fprintf(stderr, "persistent_chain_probe: %s: %s\n", what, cudaGetErrorString(status));
+    std::fprintf(stderr, "decode chain probe: %s: %s\n", what, cudaGetErrorString(status));
     std::exit(1);
   }
+}
+
+// Median milliseconds of `repeats` runs of run() on `stream`, timed with CUDA events, after one
+// untimed warm-up run.
+class MedianTimer {
+ public:
+  MedianTimer(cudaStream_t stream, int repeats) : stream_(stream), repeats_(repeats) {
+    check(cudaEventCreate(&start_), "event");
+    check(cudaEventCreate(&stop_), "event");
+  }
+  MedianTimer(const MedianTimer&) = delete;
+  MedianTimer& operator=(const MedianTimer&) = delete;
+  ~MedianTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  template <typename Run>
+  float operator()(Run&& run) const {
+    std::vector<float> ms;
+    for (int r = 0; r < repeats_ + 1; ++r) {
+      check(cudaEventRecord(start_, stream_), "record");
+      run();
+      check(cudaEventRecord(stop_, stream_), "record");
+      check(cudaEventSynchronize(stop_), "run");
+      float t = 0;
+      check(cudaEventElapsedTime(&t, start_, stop_), "elapsed");
+      if (r > 0) ms.push_back(t);  // the first run warms up
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+ private:
+  cudaStream_t stream_;
+  int repeats_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// The copy bandwidth the roofline uses, as bifocal bench measures it: a 1 GiB device copy, here
+// within `scratch` (at least 2 GiB of device memory), in bytes a second (read + written).
+inline double copy_bandwidth(const MedianTimer& timed, void* scratch, cudaStream_t stream) {
+  const std::size_t copy_bytes = std::size_t(1) << 30;
+  char* bytes = static_cast<char*>(scratch);
+  const float copy_ms = timed([&] {
+    check(cudaMemcpyAsync(bytes + copy_bytes, bytes, copy_bytes, cudaMemcpyDeviceToDevice, stream), "copy");
+  });
+  return 2.0 * copy_bytes / (copy_ms * 1e-3);
 }
 
 constexpr int kHidden = 2560;        // x: the layer width every product reads (k is folded in below)

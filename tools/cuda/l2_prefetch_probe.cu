@@ -35,20 +35,18 @@
 #include <cstdlib>
 #include <vector>
 
+#include "chain_probe_common.cuh"
+
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "l2_prefetch_probe: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using chain_probe::check;
+using chain_probe::MedianTimer;
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 32 * kWarpsPerBlock;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane per matrix, as gemv.cu
-constexpr int kLayers = 36;
-constexpr int kRepeats = 9;
+constexpr int kProbeLayers = 36;      // Qwen3-4B
+constexpr int kProbeRepeats = 9;
 
 // One product as gemv.cu runs it: row r of each matrix (two for gate/up) dotted with x.
 struct RowProduct {
@@ -157,11 +155,6 @@ __global__ void l2_prefetcher(const PrefetchProduct* products, int count, int pi
   }
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main() {
@@ -174,7 +167,7 @@ int main() {
   struct Shape { int m, k, matrices; };
   const Shape layer[4] = {{6144, 2560, 1}, {2560, 4096, 1}, {9728, 2560, 2}, {2560, 9728, 1}};
   std::int64_t total_bytes = 0;
-  for (int l = 0; l < kLayers; ++l)
+  for (int l = 0; l < kProbeLayers; ++l)
     for (const Shape& s : layer) total_bytes += std::int64_t(s.m) * s.k * 2 * s.matrices;
   char* weights = nullptr;
   check(cudaMalloc(&weights, std::size_t(total_bytes)), "weights");
@@ -190,7 +183,7 @@ int main() {
   std::vector<RowProduct> chain;
   std::vector<PrefetchProduct> prefetch;
   std::int64_t at = 0;
-  for (int l = 0; l < kLayers; ++l)
+  for (int l = 0; l < kProbeLayers; ++l)
     for (const Shape& s : layer) {
       const int i = int(chain.size());
       RowProduct p{};
@@ -219,31 +212,11 @@ int main() {
   cudaStream_t stream, side;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream");
-  cudaEvent_t start, stop, fork, join;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
+  cudaEvent_t fork, join;
   check(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), "event");
   check(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), "event");
-  const auto timed = [&](auto&& run) {
-    std::vector<float> ms;
-    for (int r = 0; r < kRepeats + 1; ++r) {
-      check(cudaEventRecord(start, stream), "record");
-      run();
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventSynchronize(stop), "run");
-      float t = 0;
-      check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-      if (r > 0) ms.push_back(t);  // the first run warms up
-    }
-    return median(ms);
-  };
-
-  // The copy bandwidth the roofline uses (as bifocal bench measures it: a 1 GiB device copy).
-  const std::size_t copy_bytes = std::size_t(1) << 30;
-  const float copy_ms = timed([&] {
-    check(cudaMemcpyAsync(weights + copy_bytes, weights, copy_bytes, cudaMemcpyDeviceToDevice, stream), "copy");
-  });
-  const double copy_bandwidth = 2.0 * copy_bytes / (copy_ms * 1e-3);
+  const MedianTimer timed(stream, kProbeRepeats);
+  const double copy_bandwidth = chain_probe::copy_bandwidth(timed, weights, stream);
 
   cudaLaunchAttribute dependent_launch{};
   dependent_launch.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -158,11 +158,6 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -208,30 +203,8 @@ int main(int argc, char** argv) {
 
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "stream");
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  const auto timed = [&](auto&& run) {
-    std::vector<float> ms;
-    for (int r = 0; r < kRepeats + 1; ++r) {
-      check(cudaEventRecord(start, stream), "record");
-      run();
-      check(cudaEventRecord(stop, stream), "record");
-      check(cudaEventSynchronize(stop), "run");
-      float t = 0;
-      check(cudaEventElapsedTime(&t, start, stop), "elapsed");
-      if (r > 0) ms.push_back(t);  // the first run warms up
-    }
-    return median(ms);
-  };
-
-  // The copy bandwidth the roofline uses (as bifocal bench measures it: a 1 GiB device copy).
-  const std::size_t copy_bytes = std::size_t(1) << 30;
-  const float copy_ms = timed([&] {
-    check(cudaMemcpyAsync(reinterpret_cast<char*>(weights) + copy_bytes, weights, copy_bytes,
-                          cudaMemcpyDeviceToDevice, stream), "copy");
-  });
-  const double copy_bandwidth = 2.0 * copy_bytes / (copy_ms * 1e-3);
+  const MedianTimer timed(stream, kRepeats);
+  const double copy_bandwidth = chain_probe::copy_bandwidth(timed, weights, stream);
 
   // The median time of one replay of the graph that `launch` captures on `stream`; programmatic
   // dependent launch for the kernels it launches with `dependent_launch`.
