@@ -69,6 +69,21 @@ inline double copy_bandwidth(const MedianTimer& timed, void* scratch, cudaStream
   return 2.0 * copy_bytes / (copy_ms * 1e-3);
 }
 
+// The median time of one replay of the graph that launch() records on `stream` (stream capture).
+template <typename Launch>
+float time_graph(const MedianTimer& timed, cudaStream_t stream, Launch&& launch) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+  launch();
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
+  check(cudaGraphExecDestroy(exec), "graph");
+  check(cudaGraphDestroy(graph), "graph");
+  return ms;
+}
+
 constexpr int kHidden = 2560;        // x: the layer width every product reads (k is folded in below)
 constexpr int kThreads = 256;        // 8 warps a block
 constexpr int kBlocksPerSm = 4;      // 32 warps an SM

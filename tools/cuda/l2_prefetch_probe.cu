@@ -223,35 +223,28 @@ int main() {
   dependent_launch.val.programmaticStreamSerializationAllowed = 1;
   // The chain (and, with prefetcher_blocks > 0, the prefetcher beside it) as one graph.
   const auto time_chain = [&](bool report, int prefetcher_blocks, int piece_bytes, long long lookahead) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    check(cudaMemsetAsync(consumed, 0, sizeof(unsigned long long), stream), "zero");
-    if (prefetcher_blocks > 0) {
-      check(cudaEventRecord(fork, stream), "fork");
-      check(cudaStreamWaitEvent(side, fork), "fork");
-      l2_prefetcher<<<prefetcher_blocks, 32, 0, side>>>(prefetch_device, int(prefetch.size()), piece_bytes,
-                                                        lookahead, consumed);
-      check(cudaGetLastError(), "l2_prefetcher");
-      check(cudaEventRecord(join, side), "join");
-    }
-    for (const RowProduct& p : chain) {
-      cudaLaunchConfig_t config{};
-      config.gridDim = dim3((p.m + kWarpsPerBlock - 1) / kWarpsPerBlock), config.blockDim = dim3(kThreads);
-      config.stream = stream, config.attrs = &dependent_launch, config.numAttrs = 1;
-      unsigned long long* counter = report ? consumed : nullptr;
-      if (p.matrix_count == 2)
-        check(cudaLaunchKernelEx(&config, row_product<2>, p, counter), "row_product");
-      else
-        check(cudaLaunchKernelEx(&config, row_product<1>, p, counter), "row_product");
-    }
-    if (prefetcher_blocks > 0) check(cudaStreamWaitEvent(stream, join), "join");
-    check(cudaStreamEndCapture(stream, &graph), "capture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
-    check(cudaGraphExecDestroy(exec), "graph");
-    check(cudaGraphDestroy(graph), "graph");
-    return ms;
+    return chain_probe::time_graph(timed, stream, [&] {
+      check(cudaMemsetAsync(consumed, 0, sizeof(unsigned long long), stream), "zero");
+      if (prefetcher_blocks > 0) {
+        check(cudaEventRecord(fork, stream), "fork");
+        check(cudaStreamWaitEvent(side, fork), "fork");
+        l2_prefetcher<<<prefetcher_blocks, 32, 0, side>>>(prefetch_device, int(prefetch.size()), piece_bytes,
+                                                          lookahead, consumed);
+        check(cudaGetLastError(), "l2_prefetcher");
+        check(cudaEventRecord(join, side), "join");
+      }
+      for (const RowProduct& p : chain) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3((p.m + kWarpsPerBlock - 1) / kWarpsPerBlock), config.blockDim = dim3(kThreads);
+        config.stream = stream, config.attrs = &dependent_launch, config.numAttrs = 1;
+        unsigned long long* counter = report ? consumed : nullptr;
+        if (p.matrix_count == 2)
+          check(cudaLaunchKernelEx(&config, row_product<2>, p, counter), "row_product");
+        else
+          check(cudaLaunchKernelEx(&config, row_product<1>, p, counter), "row_product");
+      }
+      if (prefetcher_blocks > 0) check(cudaStreamWaitEvent(stream, join), "join");
+    });
   };
 
   std::printf("%d SMs, L2 %.1f MiB; %zu products, %.2f GB; copy bandwidth %.2f TB/s\n\n", sms, l2_bytes / 1048576.0,

@@ -212,16 +212,7 @@ int main(int argc, char** argv) {
   dependent_launch.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   dependent_launch.val.programmaticStreamSerializationAllowed = 1;
   const auto time_graph = [&](auto&& launch) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    launch();
-    check(cudaStreamEndCapture(stream, &graph), "capture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    const float ms = timed([&] { check(cudaGraphLaunch(exec, stream), "graph"); });
-    check(cudaGraphExecDestroy(exec), "graph");
-    check(cudaGraphDestroy(graph), "graph");
-    return ms;
+    return chain_probe::time_graph(timed, stream, launch);
   };
 
   // launches: the chain as one CUDA graph of programmatic dependent launches, each kernel
