@@ -13,7 +13,7 @@
 // lane, were 3–25 % slower on the products of more than one wave of blocks (fewer warps; more
 // registers). A product whose blocks all fit on the GPU at once at 3 blocks an SM (o_proj and
 // down_proj: 320 blocks on 132 SMs) has no later wave to lose; there 8 chunks in flight a lane
-// (kDeepUnroll) double the bytes in flight: +2.0% a Qwen3-4B decode step (stop 24).
+// (kDeepUnroll) double the bytes in flight: +1.3–2.2% a Qwen3-4B decode step (stop 24).
 //
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
