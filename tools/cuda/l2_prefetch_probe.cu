@@ -39,13 +39,15 @@
 
 namespace {
 
+// The chain's shape as persistent_chain_probe.cu's: 8-warp blocks, 4 16-byte loads in flight per
+// lane and matrix (as gemv.cu), Qwen3-4B's 36 layers.
 using chain_probe::check;
+using chain_probe::kLayers;
+using chain_probe::kThreads;
+using chain_probe::kUnroll;
 using chain_probe::MedianTimer;
 
-constexpr int kWarpsPerBlock = 8;
-constexpr int kThreads = 32 * kWarpsPerBlock;
-constexpr int kUnroll = 4;  // 16-byte loads in flight per lane per matrix, as gemv.cu
-constexpr int kProbeLayers = 36;      // Qwen3-4B
+constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr int kProbeRepeats = 9;
 
 // One product as gemv.cu runs it: row r of each matrix (two for gate/up) dotted with x.
@@ -167,7 +169,7 @@ int main() {
   struct Shape { int m, k, matrices; };
   const Shape layer[4] = {{6144, 2560, 1}, {2560, 4096, 1}, {9728, 2560, 2}, {2560, 9728, 1}};
   std::int64_t total_bytes = 0;
-  for (int l = 0; l < kProbeLayers; ++l)
+  for (int l = 0; l < kLayers; ++l)
     for (const Shape& s : layer) total_bytes += std::int64_t(s.m) * s.k * 2 * s.matrices;
   char* weights = nullptr;
   check(cudaMalloc(&weights, std::size_t(total_bytes)), "weights");
@@ -183,7 +185,7 @@ int main() {
   std::vector<RowProduct> chain;
   std::vector<PrefetchProduct> prefetch;
   std::int64_t at = 0;
-  for (int l = 0; l < kProbeLayers; ++l)
+  for (int l = 0; l < kLayers; ++l)
     for (const Shape& s : layer) {
       const int i = int(chain.size());
       RowProduct p{};
