@@ -107,7 +107,8 @@ struct PlainInput {
 
 template <typename T>
 struct RmsNormedReader {
-  static constexpr int kGemvBlocksPerSM = 4;  // as the plain gemv (unbounded: 74 registers, 3 blocks)
+  // As the plain gemv (unbounded it takes 74 registers: 3 blocks an SM).
+  static constexpr int kGemvBlocksPerSM = kResidentBlocksPerSM;
   RmsNormedInput<T> input;
   int k;
   float sum_squares = 0.0f;  // this lane's share of Σx² (after_wait), then the warp's
