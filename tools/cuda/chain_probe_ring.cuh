@@ -6,6 +6,14 @@
 // the grid barrier of the persistent variant) and rebuild x. With S stages of B bytes the ring
 // holds S·B an SM (6 × 32 KiB × 132 SMs ≈ 26 MB, ~6 µs of HBM time at 4.2 TB/s): enough to cover
 // a product boundary many times over, if the consumers keep up.
+//
+// Stop 17 measured this ring at 57% of the copy bandwidth with no waits at all and blamed the one
+// producer thread. Its consumers were the limit: each read its chunk's 8 x values as scalar
+// loads 32 bytes apart across the warp (8-way bank conflicts: ~68 shared-memory wavefronts per 512
+// bytes of weights, ~7.5 bytes a clock an SM where HBM's share is ~16.5). RingConsumer::split keeps
+// x as two arrays of float4 (x[8c..8c+3] and x[8c+4..8c+7] for chunk c), conflict-free: 12
+// wavefronts per 512 bytes. RingConsumer::handshake takes the stages without reading them: the
+// producer's streaming alone.
 #pragma once
 
 #include "chain_probe_common.cuh"
@@ -13,8 +21,9 @@
 namespace chain_probe {
 
 constexpr int kRingConsumerWarps = 16;
-constexpr int kRingThreads = 32 * (kRingConsumerWarps + 1);  // the producer warp last
 constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
+// The block: the consumer warps, then the producer warps.
+constexpr int ring_threads(int producer_warps) { return 32 * (kRingConsumerWarps + producer_warps); }
 
 __device__ __forceinline__ std::uint32_t shared_address_of(const void* pointer) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
@@ -63,6 +72,24 @@ __device__ __forceinline__ int stage_chunks(std::int64_t first, std::int64_t end
   return int(end - first < stage_chunks_max ? end - first : stage_chunks_max);
 }
 
+// How the consumer warps take a stage (the header says why there are three).
+enum class RingConsumer { scalar, split, handshake };
+
+// How the producer fills a stage: one thread's bulk copy (TMA), or every producer thread's 16-byte
+// cp.async (the copy engine of the load/store units), each thread's completion an arrival.
+enum class RingProducer { bulk, cp_async };
+
+__device__ __forceinline__ void cp_async_16(void* destination, const void* source) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address_of(destination)), "l"(source)
+               : "memory");
+}
+
+// An arrival on `barrier` once this thread's earlier cp.async copies have landed (counted in the
+// barrier's initial count: .noinc).
+__device__ __forceinline__ void cp_async_arrive(std::uint64_t* barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address_of(barrier)) : "memory");
+}
+
 // Shared memory: Stages × StageBytes of ring, x, the consumers' sums, 2 × Stages barriers.
 template <int StageBytes, int Stages>
 constexpr std::size_t ring_shared_bytes() {
@@ -70,10 +97,47 @@ constexpr std::size_t ring_shared_bytes() {
          2 * Stages * sizeof(std::uint64_t);
 }
 
+// Where x[i] lives in the split layout: chunk i / 8's half (i / 4) % 2, as float4 arrays of
+// kHidden / 8 each.
+__device__ __forceinline__ int split_position(int i) { return ((i / 4) % 2) * (kHidden / 2) + (i / 8) * 4 + i % 4; }
+
+// rebuild_x (chain_probe_common.cuh) for the consumers, writing x in the split layout.
+template <int Threads, typename Barrier>
+__device__ void rebuild_x_split(const float* partials, int count, float* x, float* sums, Barrier sync) {
+  float squares = 0.0f;
+  for (int i = threadIdx.x; i < kHidden; i += Threads) {
+    const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
+    x[split_position(i)] = value;
+    squares += value * value;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = squares;
+  sync();
+  float total = 0.0f;
+  for (int w = 0; w < Threads / 32; ++w) total += sums[w];
+  const float inverse = rsqrtf(total / kHidden + 1e-6f);
+  for (int i = threadIdx.x; i < kHidden; i += Threads) x[i] *= inverse;  // a permutation: scale in place
+  sync();
+}
+
+// Eight bf16 weights · x's chunk `c` in the split layout (two conflict-free float4 loads).
+__device__ __forceinline__ float dot8_split(const uint4& raw, const float* x, unsigned c) {
+  const float4 low = reinterpret_cast<const float4*>(x)[c];
+  const float4 high = reinterpret_cast<const float4*>(x + kHidden / 2)[c];
+  const __nv_bfloat162* w = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const float2 w0 = __bfloat1622float2(w[0]), w1 = __bfloat1622float2(w[1]);
+  const float2 w2 = __bfloat1622float2(w[2]), w3 = __bfloat1622float2(w[3]);
+  float sum = w0.x * low.x;
+  sum = fmaf(w0.y, low.y, sum), sum = fmaf(w1.x, low.z, sum), sum = fmaf(w1.y, low.w, sum);
+  sum = fmaf(w2.x, high.x, sum), sum = fmaf(w2.y, high.y, sum), sum = fmaf(w3.x, high.z, sum);
+  return fmaf(w3.y, high.w, sum);
+}
+
 // done[i] counts the blocks that finished product i (zeroed before the launch); partials holds
 // two buffers of one sum a block, product i writing buffer i % 2.
-template <int StageBytes, int Stages>
-__global__ void __launch_bounds__(kRingThreads, 1)
+template <int StageBytes, int Stages, RingConsumer Consumer, RingProducer Producer = RingProducer::bulk,
+          int ProducerWarps = 1, int BlocksPerSm = 1>
+__global__ void __launch_bounds__(ring_threads(ProducerWarps), BlocksPerSm)
     ring_chain(const uint4* weights, const Product* products, int count, float* partials, int* done, bool wait) {
   static_assert(StageBytes % 16 == 0, "bulk copies move 16-byte multiples");
   extern __shared__ __align__(128) unsigned char ring_memory[];
@@ -84,12 +148,32 @@ __global__ void __launch_bounds__(kRingThreads, 1)
   std::uint64_t* empty = full + Stages;
   const int block = blockIdx.x, blocks = gridDim.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   constexpr int kStageChunks = StageBytes / 16;
+  constexpr int kProducerThreads = 32 * ProducerWarps;
+  constexpr int kFullArrivals = Producer == RingProducer::bulk ? 1 : kProducerThreads;
   if (threadIdx.x == 0)
-    for (int s = 0; s < Stages; ++s) barrier_init(&full[s], 1), barrier_init(&empty[s], kRingConsumerWarps);
+    for (int s = 0; s < Stages; ++s) barrier_init(&full[s], kFullArrivals), barrier_init(&empty[s], kRingConsumerWarps);
   __syncthreads();
 
-  if (warp == kRingConsumerWarps) {  // the producer: every stage of every product, in order
-    if (lane != 0) return;
+  if (Producer == RingProducer::cp_async && warp >= kRingConsumerWarps) {  // every producer thread copies
+    const int producer = threadIdx.x - kConsumerThreads;
+    int stage = 0;
+    std::uint32_t phase = 0;
+    for (int i = 0; i < count; ++i) {
+      std::int64_t begin, end;
+      share_of(products[i], block, blocks, begin, end);
+      for (std::int64_t first = begin; first < end; first += kStageChunks) {
+        const int chunks = stage_chunks(first, end, kStageChunks);
+        barrier_wait(&empty[stage], phase ^ 1);
+        uint4* destination = reinterpret_cast<uint4*>(ring + std::size_t(stage) * StageBytes);
+        for (int c = producer; c < chunks; c += kProducerThreads) cp_async_16(destination + c, weights + first + c);
+        cp_async_arrive(&full[stage]);
+        if (++stage == Stages) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+  if (warp >= kRingConsumerWarps) {  // the producer: every stage of every product, in order
+    if (threadIdx.x != kConsumerThreads) return;
     int stage = 0;
     std::uint32_t phase = 0;
     for (int i = 0; i < count; ++i) {
@@ -114,7 +198,10 @@ __global__ void __launch_bounds__(kRingThreads, 1)
         while (load_acquire(done + i - 1) < blocks) __nanosleep(32);
       consumers_sync();
     }
-    rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
+    if (Consumer == RingConsumer::split)
+      rebuild_x_split<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
+    else
+      rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
     std::int64_t begin, end;
     share_of(products[i], block, blocks, begin, end);
     float sum = 0.0f;
@@ -125,13 +212,19 @@ __global__ void __launch_bounds__(kRingThreads, 1)
       // x's index from 32-bit arithmetic (a 64-bit remainder a chunk made the consumers the
       // bottleneck: 8 consumer warps an SM, where the launch chain has 32 to hide it).
       const int base = int(first % (kHidden / 8));
-      for (int c = threadIdx.x; c < chunks; c += kConsumerThreads) {
-        const float* at = x + 8 * (unsigned(base + c) % unsigned(kHidden / 8));
-        const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&staged[c]);
+      if (Consumer == RingConsumer::split) {
+#pragma unroll 4
+        for (int c = threadIdx.x; c < chunks; c += kConsumerThreads)
+          sum += dot8_split(staged[c], x, unsigned(base + c) % unsigned(kHidden / 8));
+      } else if (Consumer == RingConsumer::scalar) {
+        for (int c = threadIdx.x; c < chunks; c += kConsumerThreads) {
+          const float* at = x + 8 * (unsigned(base + c) % unsigned(kHidden / 8));
+          const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&staged[c]);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 f = __bfloat1622float2(pair[k]);
-          sum = fmaf(f.x, at[2 * k], fmaf(f.y, at[2 * k + 1], sum));
+          for (int k = 0; k < 4; ++k) {
+            const float2 f = __bfloat1622float2(pair[k]);
+            sum = fmaf(f.x, at[2 * k], fmaf(f.y, at[2 * k + 1], sum));
+          }
         }
       }
       __syncwarp();

@@ -24,7 +24,9 @@
 //   launches, ahead   how deep the loads before the wait go (none; 1, 2, 4 steps at 2 blocks an SM)
 //   dataflow          one persistent kernel, per-slice counters instead of any barrier (dataflow_chain)
 //   weight ring       one block an SM; a producer warp streams every product's weights into a ring of
-//                     shared-memory stages by bulk copies, waiting only for free stages (ring_chain)
+//                     shared-memory stages by bulk copies (or cp.async), waiting only for free stages
+//                     (ring_chain)
+//   one kernel        every weight read once by one launch: the bandwidth a read-only stream reaches
 //   fused MLP         three launches a layer: gate/up and down as one kernel split over the intermediate,
 //                     its partial outputs added by atomics (chain_probe_fused_mlp.cuh; not yet measured)
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
@@ -43,6 +45,14 @@
 // ~4 / 8 / 16 KiB 40.4 / 51.2 / 54.7%. Weight ring (chain_probe_ring.cuh): 6 × 32 / 12 × 16 /
 // 24 × 8 KiB stages 65–66 / 66–67 / 61%, and 57% with no waits at all: its bulk-copy streaming,
 // one producer thread an SM, is itself the limit. Nothing beat the launch chain.
+// Stop 25 (three runs, one H200, copy bandwidth 4.19–4.21 TB/s): one kernel reading every weight
+// once, no boundary, streams at 4.62–4.64 TB/s, 110% of the copy bandwidth (a read-only stream
+// beats a copy); the launch chain 77.7–77.9%, so its 144 boundaries cost ~4.5 µs each against that
+// ceiling. The ring with conflict-free x (split): 67.6–68.7% with waits, 62% without; taking the
+// stages unread (handshake) 59.5–63.0% — bulk copies or a 1-, 2- or 4-warp cp.async producer
+// (59.3–61.1%), 1 or 2 blocks an SM (58.8%) alike. Copies into shared memory, however issued, cap
+// near 60% of the copy bandwidth for this read pattern, where plain loads into registers reach 110%:
+// a ring fed that way cannot carry a chain past its boundaries.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -156,6 +166,26 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   rebuild_x(in, in_count, x);
   stream_product(weights, product, x, warp, warps, ahead, AheadSteps > 0, out);
   if (lookahead_bytes > 0 && next.chunks > 0) prefetch_share_to_l2(weights, next, warp, warps, lookahead_bytes);
+}
+
+// The ceiling: every weight of the chain read once by one kernel, no boundary at all (each warp a
+// contiguous share, kUnroll 16-byte loads a lane in flight, the bytes summed so they are used).
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) stream_all(const uint4* weights, std::int64_t chunks, float* out) {
+  const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t begin = chunks * warp / warps, end = chunks * (warp + 1) / warps;
+  unsigned sum = 0;
+  for (std::int64_t first = begin; first < end; first += 32 * kUnroll) {
+    uint4 w[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t c = first + u * 32 + lane;
+      w[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) sum += w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
+  }
+  if (sum == 0x12345678u) out[0] = 1.0f;  // keeps the loads; the fill never makes this
 }
 
 }  // namespace
@@ -284,6 +314,10 @@ int main(int argc, char** argv) {
             "persistent_chain");
     });
   };
+  const float stream_all_ms = timed([&] {
+    stream_all<<<sms * kBlocksPerSm, kThreads, 0, stream>>>(weights, total, partials);
+    check(cudaGetLastError(), "stream_all");
+  });
   const float persistent_ms = persistent(false, 0), ahead_ms = persistent(true, 0);
   const float persistent_lookahead_ms = persistent(false, lookahead);
 
@@ -346,7 +380,8 @@ int main(int argc, char** argv) {
   // copies, waiting for nothing but a free stage (chain_probe_ring.cuh).
   int* done = nullptr;
   check(cudaMalloc(&done, chain.size() * sizeof(int)), "done counters");
-  const auto ring = [&](auto kernel, std::size_t shared_bytes, bool wait = true) {
+  const auto ring = [&](auto kernel, std::size_t shared_bytes, bool wait = true, int producer_warps = 1,
+                        int blocks_per_sm = 1) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), "ring smem");
     const uint4* w = weights;
     const Product* p = products;
@@ -354,15 +389,31 @@ int main(int argc, char** argv) {
     void* args[] = {&w, &p, &count, &partials, &done, &wait};
     return timed([&] {
       check(cudaMemsetAsync(done, 0, chain.size() * sizeof(int), stream), "zero");
-      check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), dim3(sms), dim3(kRingThreads), args,
+      check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), dim3(sms * blocks_per_sm), dim3(ring_threads(producer_warps)), args,
                                         shared_bytes, stream),
             "ring_chain");
     });
   };
-  const float ring_32k_ms = ring(ring_chain<32768, 6>, ring_shared_bytes<32768, 6>());
-  const float ring_16k_ms = ring(ring_chain<16384, 12>, ring_shared_bytes<16384, 12>());
-  const float ring_8k_ms = ring(ring_chain<8192, 24>, ring_shared_bytes<8192, 24>());
-  const float ring_no_wait_ms = ring(ring_chain<16384, 12>, ring_shared_bytes<16384, 12>(), false);
+  using enum RingConsumer;
+  const float ring_scalar_ms = ring(ring_chain<16384, 12, scalar>, ring_shared_bytes<16384, 12>());
+  const float ring_32k_ms = ring(ring_chain<32768, 6, split>, ring_shared_bytes<32768, 6>());
+  const float ring_16k_ms = ring(ring_chain<16384, 12, split>, ring_shared_bytes<16384, 12>());
+  const float ring_8k_ms = ring(ring_chain<8192, 24, split>, ring_shared_bytes<8192, 24>());
+  const float ring_no_wait_ms = ring(ring_chain<16384, 12, split>, ring_shared_bytes<16384, 12>(), false);
+  const float ring_handshake_16k_ms = ring(ring_chain<16384, 12, handshake>, ring_shared_bytes<16384, 12>(), false);
+  const float ring_handshake_32k_ms = ring(ring_chain<32768, 6, handshake>, ring_shared_bytes<32768, 6>(), false);
+  using enum RingProducer;
+  constexpr std::size_t ring_16k = ring_shared_bytes<16384, 12>();
+  const float copier1_handshake_ms = ring(ring_chain<16384, 12, handshake, cp_async, 1>, ring_16k, false, 1);
+  const float copier2_handshake_ms = ring(ring_chain<16384, 12, handshake, cp_async, 2>, ring_16k, false, 2);
+  const float copier4_handshake_ms = ring(ring_chain<16384, 12, handshake, cp_async, 4>, ring_16k, false, 4);
+  const float copier1_ms = ring(ring_chain<16384, 12, split, cp_async, 1>, ring_16k, true, 1);
+  const float copier2_ms = ring(ring_chain<16384, 12, split, cp_async, 2>, ring_16k, true, 2);
+  const float copier4_ms = ring(ring_chain<16384, 12, split, cp_async, 4>, ring_16k, true, 4);
+  constexpr std::size_t ring_6x16k = ring_shared_bytes<16384, 6>();
+  const float bulk_2_blocks_handshake_ms = ring(ring_chain<16384, 6, handshake, bulk, 1, 2>, ring_6x16k, false, 1, 2);
+  const float bulk_2_blocks_ms = ring(ring_chain<16384, 6, split, bulk, 1, 2>, ring_6x16k, true, 1, 2);
+  const float copier4_no_wait_ms = ring(ring_chain<16384, 12, split, cp_async, 4>, ring_16k, false, 4);
   std::vector<int> done_counts(chain.size());  // every block finished every product
   check(cudaMemcpy(done_counts.data(), done, done_counts.size() * sizeof(int), cudaMemcpyDeviceToHost), "done");
   for (int d : done_counts)
@@ -380,6 +431,7 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.3f | %.2f | %.1f%% | %.2f |\n", name, ms, bytes / (ms * 1e-3) * 1e-12,
                 100.0 * ideal_ms / ms, (ms - ideal_ms) * 1e3 / chain.size());
   };
+  row("one kernel reading every weight once (no boundary: the ceiling)", stream_all_ms);
   row("launches (graph, dependent launch)", launches_ms);
   std::printf("| launches + L2 lookahead of %d bytes a warp | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
               launches_lookahead_ms, bytes / (launches_lookahead_ms * 1e-3) * 1e-12, 100.0 * ideal_ms / launches_lookahead_ms,
@@ -395,10 +447,23 @@ int main(int argc, char** argv) {
   std::printf("| dataflow: items of %d rows × ~%d bytes, counters instead of barriers (%d blocks, no norm) | %.3f | %.2f | "
               "%.1f%% | %.2f |\n", kTileRows, kItemBytes, flow_blocks, dataflow_ms, bytes / (dataflow_ms * 1e-3) * 1e-12,
               100.0 * ideal_ms / dataflow_ms, (dataflow_ms - ideal_ms) * 1e3 / chain.size());
-  row("weight ring: 1 block an SM (16 consumer warps), 6 stages of 32 KiB by bulk copy, consumers wait on counters", ring_32k_ms);
-  row("weight ring: 12 stages of 16 KiB", ring_16k_ms);
-  row("weight ring: 24 stages of 8 KiB", ring_8k_ms);
-  row("weight ring: 12 stages of 16 KiB, no waits (its streaming alone)", ring_no_wait_ms);
+  row("weight ring, scalar x (stop 17): 12 stages of 16 KiB, consumers wait on counters", ring_scalar_ms);
+  row("weight ring, split x: 1 block an SM (16 consumer warps), 6 stages of 32 KiB, consumers wait on counters",
+      ring_32k_ms);
+  row("weight ring, split x: 12 stages of 16 KiB", ring_16k_ms);
+  row("weight ring, split x: 24 stages of 8 KiB", ring_8k_ms);
+  row("weight ring, split x: 12 stages of 16 KiB, no waits", ring_no_wait_ms);
+  row("weight ring, handshake only (stages taken unread, no waits): 12 × 16 KiB", ring_handshake_16k_ms);
+  row("weight ring, handshake only: 6 × 32 KiB", ring_handshake_32k_ms);
+  row("weight ring, cp.async producer of 1 warp, handshake only: 12 × 16 KiB", copier1_handshake_ms);
+  row("weight ring, cp.async producer of 2 warps, handshake only", copier2_handshake_ms);
+  row("weight ring, cp.async producer of 4 warps, handshake only", copier4_handshake_ms);
+  row("weight ring, cp.async producer of 1 warp, split x, waits", copier1_ms);
+  row("weight ring, cp.async producer of 2 warps, split x, waits", copier2_ms);
+  row("weight ring, cp.async producer of 4 warps, split x, waits", copier4_ms);
+  row("weight ring, cp.async producer of 4 warps, split x, no waits", copier4_no_wait_ms);
+  row("weight ring, bulk copies, 2 blocks an SM of 6 × 16 KiB, handshake only", bulk_2_blocks_handshake_ms);
+  row("weight ring, bulk copies, 2 blocks an SM of 6 × 16 KiB, split x, waits", bulk_2_blocks_ms);
   row(bare ? "persistent, grid barrier (bare: x built once)" : "persistent, grid barrier", persistent_ms);
   row(bare ? "persistent, next loads before the barrier (bare)" : "persistent, next loads before the barrier", ahead_ms);
   std::printf("| persistent + L2 lookahead of %d bytes a warp%s | %.3f | %.2f | %.1f%% | %.2f |\n", lookahead,
