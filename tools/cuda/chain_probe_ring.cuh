@@ -7,13 +7,13 @@
 // holds S·B an SM (6 × 32 KiB × 132 SMs ≈ 26 MB, ~6 µs of HBM time at 4.2 TB/s): enough to cover
 // a product boundary many times over, if the consumers keep up.
 //
-// Stop 17 measured this ring at 57% of the copy bandwidth with no waits at all and blamed the one
-// producer thread. Its consumers were the limit: each read its chunk's 8 x values as scalar
-// loads 32 bytes apart across the warp (8-way bank conflicts: ~68 shared-memory wavefronts per 512
-// bytes of weights, ~7.5 bytes a clock an SM where HBM's share is ~16.5). RingConsumer::split keeps
-// x as two arrays of float4 (x[8c..8c+3] and x[8c+4..8c+7] for chunk c), conflict-free: 12
-// wavefronts per 512 bytes. RingConsumer::handshake takes the stages without reading them: the
-// producer's streaming alone.
+// Stop 17 measured this ring at 57% of the copy bandwidth with no waits at all. Its consumers read
+// each chunk's 8 x values as scalar loads 32 bytes apart across the warp (8-way bank conflicts:
+// ~68 shared-memory wavefronts per 512 bytes of weights); RingConsumer::split keeps x as two arrays
+// of float4 (x[8c..8c+3] and x[8c+4..8c+7] for chunk c), conflict-free: 12 wavefronts. That was not
+// the limit: RingConsumer::handshake takes the stages without reading them and streams no faster
+// (59.5–63% in stop 25), with bulk copies or RingProducer::cp_async from 1–4 warps, at 1 or 2
+// blocks an SM. The copies into shared memory are the limit.
 #pragma once
 
 #include "chain_probe_common.cuh"
