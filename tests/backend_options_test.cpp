@@ -80,6 +80,10 @@ TEST(BackendOptions, BenchRejectsBadArgumentsBeforeRunning) {
   const auto ablate = testing::run_cli("bench --shape qwen3-4b --mixer full --context 1k --ablate ''");
   EXPECT_NE(ablate.exit_code, 0);
   EXPECT_NE(ablate.output.find("--ablate"), std::string::npos) << ablate.output;
+  const auto occurrence = testing::run_cli("bench --shape qwen3-4b --mixer full --context 1k --ablate 'gemv#3/3'");
+  EXPECT_NE(occurrence.exit_code, 0);
+  EXPECT_NE(occurrence.output.find("--ablate: 'gemv#3/3': I in NAME#I/N must be below N"), std::string::npos)
+      << occurrence.output;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "bench/bench_shapes.h"
 #include "bench/decode_traffic.h"
+#include "core/kernel_selector.h"
 #include "bifocal/budget.h"
 #include "bifocal/error.h"
 #include "bifocal/model.h"
@@ -109,8 +110,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   if (options.generated_tokens < 1) fail("--gen", "must be at least 1");
   if (options.repeats < 1) fail("--repeat", "must be at least 1");
   for (const auto& mixer : options.mixers) MixerSpec::parse(mixer);  // every spec checked before any run
-  for (const auto& kernel : options.ablate_kernels)
-    if (kernel.empty()) fail("--ablate", "give a kernel name (or part of one), e.g. --ablate gemv");
+  for (const auto& kernel : options.ablate_kernels) KernelSelector::parse(kernel);  // NAME, NAME#I or NAME#I/N
 
   BenchReport report;
   report.date = today();
@@ -175,7 +175,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
           row.ablations.push_back(device.time_ablated_decode_step(*session, context, options.generated_tokens, kernel));
           const DecodeAblation& a = row.ablations.back();
           if (a.launches == 0) {
-            progress(fmt::format("{} at {} tokens: --ablate {}: no kernel of its decode step is named like that; "
+            progress(fmt::format("{} at {} tokens: --ablate {}: no launch of its decode step matches; "
                                  "skipped (its kernels: {})", row.mixer, context, kernel, a.step_kernels));
             continue;
           }

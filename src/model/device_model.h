@@ -52,8 +52,8 @@ class DeviceSession {
 // kernels emptied the logits are garbage, and an id read from them could index past the table.
 // The emptied step's outputs are garbage; only its time means something.
 struct DecodeAblation {
-  std::string kernel;               // the name asked for
-  int launches = 0;                 // kernels of one step it matched
+  std::string kernel;               // the spec asked for (core/kernel_selector.h)
+  int launches = 0;                 // launches of one step it selected
   double reference_seconds = 0;     // the step, only the feedback emptied
   double ablated_seconds = 0;       // the same with the matched kernels emptied
   std::string step_kernels;         // when none matched (not timed): the step's kernels, "name ×count, …"
@@ -84,7 +84,8 @@ class DeviceModel {
   // replays, timed with device events around all of them).
   virtual double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const = 0;
   // For `bifocal bench --ablate KERNEL`, a diagnosis: the mean seconds of a decode step whose
-  // kernels named like `kernel` (a substring of the bare name, core/kernel_name.h) run empty, beside
+  // launches `kernel` selects (core/kernel_selector.h: a part of the bare name, optionally "#I" or
+  // "#I/N" for some of its launches in the step's order) run empty, beside
   // the same step with none emptied. When no kernel of this step matches (a mixer without that
   // kernel, or a typo), nothing is timed: launches 0 and step_kernels lists what the step runs.
   virtual DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,

@@ -77,6 +77,32 @@ TEST_F(GraphAblation, ANameNotInTheStepIsNotTimedAndListsTheStepsKernels) {
   }
 }
 
+// gemv runs q+k+v, o and down in every layer, then the LM head: NAME#I/N and NAME#I pick some of
+// its launches by their place in the step (core/kernel_selector.h), the graph's dependency order.
+TEST_F(GraphAblation, SelectsSomeLaunchesOfAKernelByTheirPlaceInTheStep) {
+  const Model model = Model::load(testbed_model(), on_cuda("swa:window=16,sinks=4"));
+  const DeviceModel& device = *model.device_model();
+  const auto session = device.new_session(128, 16);
+  device.fill_synthetic_context(*session, 64, 1);
+  const int layers = model.config().num_layers;
+  const auto launches = [&](const std::string& spec) {
+    return device.time_ablated_decode_step(*session, 64, 2, spec).launches;
+  };
+  EXPECT_EQ(launches("gemv#1/3"), layers);      // o_proj
+  EXPECT_EQ(launches("gemv#2/3"), layers);      // down_proj
+  EXPECT_EQ(launches("gemv#0/3"), layers + 1);  // q+k+v, and the LM head (launch 3·layers)
+  EXPECT_EQ(launches("gemv#" + std::to_string(3 * layers)), 1);
+  const DecodeAblation past_the_last = device.time_ablated_decode_step(*session, 64, 2, "gemv#" + std::to_string(3 * layers + 1));
+  EXPECT_EQ(past_the_last.launches, 0);
+  EXPECT_EQ(past_the_last.reference_seconds, 0.0);
+  // The step's order: the embedding first, the sampled id's feedback last, and each layer's
+  // window attention between its q+k+v and o products.
+  const std::string census = past_the_last.step_kernels;
+  EXPECT_EQ(census.rfind("embedding_kernel ×1", 0), 0u) << census;
+  EXPECT_NE(census.find("advance_decode_step_kernel ×1"), std::string::npos) << census;
+  EXPECT_LT(census.find("gemv_kernel"), census.find("attention_decode_window_kernel")) << census;
+}
+
 TEST_F(GraphAblation, LeavesTheModelsOwnDecodeUntouched) {
   const Model model = Model::load(testbed_model(), on_cuda("swa:window=16,sinks=4"));
   const std::vector<std::int32_t> before = greedy_tokens(model, 24);

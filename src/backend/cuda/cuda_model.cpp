@@ -14,6 +14,7 @@
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/graph_ablation.h"
+#include "core/kernel_selector.h"
 #include "backend/cuda/sampling.cuh"
 #include "backend/cuda/session_kernels.cuh"
 #include "bifocal/error.h"
@@ -425,7 +426,7 @@ double CudaModel<T>::time_decode_step(DeviceSession& session, std::int64_t posit
 // DecodeAblation (src/model/device_model.h): two graphs of the step, each replayed `steps` times
 // after one untimed replay — the reference with the sampled id's feedback (advance_decode_step)
 // emptied, so every replay decodes the same token at the same position, and the same with the
-// kernels named like `kernel` emptied as well. The reference is timed again for every name, right
+// launches `kernel` selects emptied as well. The reference is timed again for every name, right
 // before its ablation: a paired measurement, so clock drift between the two stays small.
 template <typename T>
 DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
@@ -436,19 +437,25 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
   constexpr const char* kFeedback = "advance_decode_step_kernel";
   DecodeAblation ablation;
   ablation.kernel = kernel;
+  const KernelSelector selector = KernelSelector::parse(kernel);
+  // The launches `selector` takes, counting the launches of its name in the step's order.
+  const auto selected = [&](const std::vector<GraphKernelNode>& kernels) {
+    std::vector<GraphKernelNode> taken;
+    int occurrence = 0;
+    for (const GraphKernelNode& node : kernels)
+      if (node.name != kFeedback && selector.matches_name(node.name) && selector.takes(occurrence++))
+        taken.push_back(node);
+    return taken;
+  };
   const auto time_step = [&](bool ablate) {
     cudaGraph_t graph = record_decode_graph(s, greedy);
     cudaGraphExec_t exec = nullptr;
     try {
       const std::vector<GraphKernelNode> kernels = graph_kernel_nodes(graph);
-      std::vector<GraphKernelNode> emptied;
-      int matched = 0;
-      for (const GraphKernelNode& node : kernels) {
-        const bool named = ablate && node.name.find(kernel) != std::string::npos && node.name != kFeedback;
-        if (named) ++matched;
-        if (named || node.name == kFeedback) emptied.push_back(node);
-      }
-      if (ablate) ablation.launches = matched;
+      std::vector<GraphKernelNode> emptied = ablate ? selected(kernels) : std::vector<GraphKernelNode>{};
+      if (ablate) ablation.launches = int(emptied.size());
+      for (const GraphKernelNode& node : kernels)
+        if (node.name == kFeedback) emptied.push_back(node);
       empty_kernel_nodes(emptied);
       check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
       s.device_position = s.device_token = -1;
@@ -466,14 +473,11 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
       throw;
     }
   };
-  {  // Which kernels the name matches; none (another mixer's kernel, a typo): nothing to time.
+  {  // Which launches the spec takes; none (another mixer's kernel, a typo, past the last): nothing to time.
     cudaGraph_t graph = record_decode_graph(s, greedy);
     const std::vector<GraphKernelNode> kernels = graph_kernel_nodes(graph);
     cudaGraphDestroy(graph);
-    const bool matches = std::ranges::any_of(kernels, [&](const GraphKernelNode& node) {
-      return node.name.find(kernel) != std::string::npos && node.name != kFeedback;
-    });
-    if (!matches) {
+    if (selected(kernels).empty()) {
       ablation.step_kernels = kernel_census(kernels);
       return ablation;
     }

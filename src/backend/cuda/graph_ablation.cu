@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "bifocal/error.h"
 #include "core/kernel_name.h"
 
 namespace bifocal::cuda {
@@ -15,15 +16,49 @@ __global__ void emptied_kernel() {
   device::wait_for_previous_kernel();
 }
 
-}  // namespace
-
-std::vector<GraphKernelNode> graph_kernel_nodes(cudaGraph_t graph) {
+// The nodes of `graph` in an order that runs each after everything it depends on (Kahn's: of the
+// nodes whose dependencies are all placed, the first in cudaGraphGetNodes' order goes next), so that
+// "the I-th launch of a kernel" means the I-th the step runs, not the API's listing order.
+std::vector<cudaGraphNode_t> dependency_ordered_nodes(cudaGraph_t graph) {
   std::size_t count = 0;
   check(cudaGraphGetNodes(graph, nullptr, &count), "cudaGraphGetNodes");
   std::vector<cudaGraphNode_t> nodes(count);
   check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes");
+  std::size_t edge_count = 0;
+  check(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edge_count), "cudaGraphGetEdges");
+  std::vector<cudaGraphNode_t> from(edge_count), to(edge_count);
+  if (edge_count > 0)
+    check(cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &edge_count), "cudaGraphGetEdges");
+
+  const auto index_of = [&](cudaGraphNode_t node) {
+    return std::size_t(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
+  };
+  std::vector<int> waiting_on(count, 0);               // unplaced dependencies of each node
+  std::vector<std::vector<std::size_t>> dependents(count);
+  for (std::size_t e = 0; e < edge_count; ++e) {
+    const std::size_t a = index_of(from[e]), b = index_of(to[e]);
+    if (a == count || b == count) fail("graph ablation", "an edge of the decode graph names a node it does not list");
+    dependents[a].push_back(b);
+    ++waiting_on[b];
+  }
+  std::vector<cudaGraphNode_t> ordered;
+  std::vector<bool> placed(count, false);
+  while (ordered.size() < count) {
+    std::size_t next = 0;
+    while (next < count && (placed[next] || waiting_on[next] > 0)) ++next;
+    if (next == count) fail("graph ablation", "the decode graph has a dependency cycle");
+    placed[next] = true;
+    ordered.push_back(nodes[next]);
+    for (std::size_t d : dependents[next]) --waiting_on[d];
+  }
+  return ordered;
+}
+
+}  // namespace
+
+std::vector<GraphKernelNode> graph_kernel_nodes(cudaGraph_t graph) {
   std::vector<GraphKernelNode> kernels;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : dependency_ordered_nodes(graph)) {
     cudaGraphNodeType type{};
     check(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType");
     if (type != cudaGraphNodeTypeKernel) continue;

@@ -15,7 +15,8 @@ struct GraphKernelNode {
   std::string name;  // the bare kernel name (core/kernel_name.h); "?" when the runtime cannot tell
 };
 
-// The kernel nodes of `graph`, in the graph's node order.
+// The kernel nodes of `graph`, in the order the graph runs them: each after every node it
+// depends on (ties, which a captured chain does not have, in cudaGraphGetNodes' order).
 std::vector<GraphKernelNode> graph_kernel_nodes(cudaGraph_t graph);
 
 // Gives each node an empty kernel with the node's grid, block, dynamic shared memory and launch

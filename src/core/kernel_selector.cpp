@@ -1,0 +1,45 @@
+#include "core/kernel_selector.h"
+
+#include <charconv>
+
+#include "bifocal/error.h"
+
+namespace bifocal {
+
+namespace {
+
+// A whole non-negative decimal number, or -1.
+int whole_number(std::string_view text) {
+  int value = -1;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc{} && end == text.data() + text.size() && !text.empty() && value >= 0 ? value : -1;
+}
+
+}  // namespace
+
+KernelSelector KernelSelector::parse(std::string_view spec, const std::string& where) {
+  const std::string quoted = "'" + std::string(spec) + "'";
+  const std::size_t hash = spec.find('#');
+  KernelSelector selector;
+  selector.name = std::string(spec.substr(0, hash));
+  if (selector.name.empty())
+    fail(where, quoted + ": give a kernel name (or part of one) before any '#', e.g. gemv or gemv#1/3");
+  if (hash == std::string_view::npos) return selector;
+
+  const std::string_view occurrence = spec.substr(hash + 1);
+  const std::size_t slash = occurrence.find('/');
+  selector.first = whole_number(occurrence.substr(0, slash));
+  if (selector.first < 0)
+    fail(where, quoted + ": after '#' comes the launch's number from 0 (NAME#I) or one in every N (NAME#I/N)");
+  if (slash == std::string_view::npos) {
+    selector.period = 0;
+    return selector;
+  }
+  selector.period = whole_number(occurrence.substr(slash + 1));
+  if (selector.period < 1) fail(where, quoted + ": N in NAME#I/N must be a whole number of at least 1");
+  if (selector.first >= selector.period)
+    fail(where, quoted + ": I in NAME#I/N must be below N (launches I, I+N, I+2N, …)");
+  return selector;
+}
+
+}  // namespace bifocal
