@@ -54,6 +54,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_decode_split.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -70,16 +71,10 @@ constexpr int kMaxSharedBytes = 227 * 1024;  // the sm_90 per-block limit
 
 // ---- PTX wrappers ----------------------------------------------------------------------------
 
+using device::commit_async_copies;
+using device::copy16_async_zero_fill;
 using device::shared_address;
-// 16 bytes global → shared, bypassing L1; the bytes past src_bytes (all when 0) are zeroes.
-__device__ __forceinline__ void copy16_async(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
+using device::wait_async_copies;
 // Four 8×8 matrices of 16-bit elements; lanes 8i … 8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void load_matrices(unsigned address, std::uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -183,8 +178,8 @@ __device__ void copy_tile(const DecodeAttentionArgs<T>& a, int kv, std::int64_t 
         if (chunk >= padded_chunks) continue;
         const bool read = wanted && chunk < row_chunks;
         const unsigned to = pass * ROWS_AT_ONCE * pitch + c * LANES * 16;
-        copy16_async(keys + to, a.keys + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
-        copy16_async(values + to, a.values + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
+        copy16_async_zero_fill(keys + to, a.keys + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
+        copy16_async_zero_fill(values + to, a.values + (read ? offset + c * LANES * VEC : 0), read ? 16 : 0);
       }
     }
   };
@@ -195,8 +190,8 @@ __device__ void copy_tile(const DecodeAttentionArgs<T>& a, int kv, std::int64_t 
   if (range.ring && lane < kTileSlots / 2) {  // two int64 positions per lane
     const std::int64_t slot = first + 2 * lane;
     const int bytes = slot + 1 < range.end ? 16 : slot < range.end ? 8 : 0;
-    copy16_async(shared_address(stage) + 2 * kTileSlots * pitch + 16 * lane, a.slot_positions + (bytes ? slot : 0),
-                 bytes);
+    copy16_async_zero_fill(shared_address(stage) + 2 * kTileSlots * pitch + 16 * lane,
+                           a.slot_positions + (bytes ? slot : 0), bytes);
   }
 }
 
@@ -445,7 +440,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
   const auto stage = [&](int k) { return ring + (k % kStages) * layout.stage_bytes; };
   for (int k = 0; k < kStages - 1; ++k) {
     if (k < my_tiles) copy_tile<T, DT>(a, kv, tile_slot(k), range, stage(k), layout.pitch, lane);
-    commit_copies();
+    commit_async_copies();
   }
   // q (and a ring's p) while the first tiles are in flight.
   float* q_shared = reinterpret_cast<float*>(shared);
@@ -462,8 +457,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
     // Refill the stage tile k − 1 used (every lane is past it: the __syncwarp below).
     if (k + kStages - 1 < my_tiles)
       copy_tile<T, DT>(a, kv, tile_slot(k + kStages - 1), range, stage(k + kStages - 1), layout.pitch, lane);
-    commit_copies();
-    wait_copies<kStages - 1>();
+    commit_async_copies();
+    wait_async_copies<kStages - 1>();
     __syncwarp();  // every lane's copies of tile k are visible to the warp
     const unsigned visible = visible_rows(a, tile_slot(k), range, stage(k), layout.pitch, lane);
     if (visible != 0) {
@@ -476,7 +471,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, kBlocksPerSm)
     }
     __syncwarp();
   }
-  wait_copies<0>();
+  wait_async_copies<0>();
   __syncwarp();
 
   // Merge the warps: M = max_w m_w, L = Σ_w e^{m_w − M} l_w, ACC = Σ_w e^{m_w − M} acc_w (each

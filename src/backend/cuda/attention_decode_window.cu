@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/dependent_launch.h"
@@ -75,27 +76,13 @@ static_assert(kMaxHeadsPerCluster <= kWarps, "the softmax step gives every head 
 
 // ---- PTX wrappers ----------------------------------------------------------------------------
 
+using device::commit_async_copies;
+using device::copy16_async_zero_fill;
+using device::copy8_async;
+using device::prefetch_bytes_to_l2;
+using device::prefetch_line_to_l2;
 using device::shared_address;
-// 16 bytes global → shared, bypassing L1; the bytes past src_bytes (all when 0) are zeroes.
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void copy8_async(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void wait_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
-// Asks L2 to fetch `bytes` (a multiple of 16) from a 16-byte aligned address; reads no value.
-__device__ __forceinline__ void prefetch_to_l2(const void* p, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void prefetch_line_to_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
+using device::wait_async_copies;
 
 template <typename OutT>  // float, bf16 or fp16
 __device__ __forceinline__ void store_out(OutT* out, float value) { *out = device::from_float<OutT>(value); }
@@ -252,8 +239,8 @@ __device__ void stage_slots(const DecodeAttentionArgs<T>& a, const T* keys, cons
     const std::int64_t slot = first + row;
     const bool read = ring || a.window == 0 || device::key_visible(position, slot, a.window, a.sink_tokens);
     const std::int64_t offset = read ? slot * row_stride + chunk * VEC : 0;
-    copy16_async(stage_keys + row * pitch + 16 * chunk, keys + offset, read ? 16 : 0);
-    copy16_async(stage_values + row * pitch + 16 * chunk, values + offset, read ? 16 : 0);
+    copy16_async_zero_fill(stage_keys + row * pitch + 16 * chunk, keys + offset, read ? 16 : 0);
+    copy16_async_zero_fill(stage_values + row * pitch + 16 * chunk, values + offset, read ? 16 : 0);
   }
   if (ring)
     for (int i = threadIdx.x; i < count; i += kThreads) copy8_async(stage_positions + i, a.slot_positions + first + i);
@@ -389,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int64_t begin = a.slots * rank / ranks, end = a.slots * (rank + 1) / ranks;
     const int row_bytes = d * int(sizeof(T)), count = int(end - begin);
     for (int i = threadIdx.x; i < 2 * count; i += kThreads)
-      prefetch_to_l2((i < count ? keys : values) + (begin + i % count) * row_stride, row_bytes);
+      prefetch_bytes_to_l2((i < count ? keys : values) + (begin + i % count) * row_stride, row_bytes);
     // 16 positions per 128-byte line: addresses ≤ 16 apart, the last one the range's last slot.
     for (int i = threadIdx.x; count > 0 && i <= (count + 15) / 16; i += kThreads)
       prefetch_line_to_l2(a.slot_positions + min(begin + 16 * i, end - 1));
@@ -423,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (round < rounds)
       stage_slots(a, keys, values, round_first(round), round_count(round), position, layout.pitch, stage_keys(round),
                   stage_values(round), stage_positions_of(round));
-    commit_copies();
+    commit_async_copies();
   }
   // q (pre-scaled) and a ring's p while the copies fly.
   if (ring) position = *a.query_position;
@@ -465,9 +452,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[GROUP][kElementsPerLane] = {};
   for (int round = 0; round < rounds; ++round) {
     if (layout.stages == 2)
-      wait_copies<1>();
+      wait_async_copies<1>();
     else
-      wait_copies<0>();
+      wait_async_copies<0>();
     __syncthreads();  // the round's rows, q and the running state are visible to the block
     const std::int64_t first = round_first(round);
     const int count = round_count(round);
@@ -506,7 +493,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       stage_slots(a, keys, values, round_first(round + layout.stages), round_count(round + layout.stages), position,
                   layout.pitch, stage_keys(round), stage_values(round), stage_positions_of(round));
     }
-    commit_copies();
+    commit_async_copies();
   }
 
   // 2. The block's partial: the row groups' accumulators summed, first inside each warp by
@@ -517,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 0; g < GROUP; ++g)
       #pragma unroll
       for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] += __shfl_xor_sync(0xffffffffu, acc[g][e], offset);
-  wait_copies<0>();
+  wait_async_copies<0>();
   __syncthreads();
   float* warp_acc = reinterpret_cast<float*>(stage_rows);  // [kWarps, GROUP, d]
   const int warp = threadIdx.x / 32;

@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -69,20 +70,11 @@ constexpr unsigned kFullWarp = 0xffffffffu;
 
 // ---- PTX: asynchronous copies, ldmatrix, mma, ex2 ------------------------------------------------
 
+using device::commit_async_copies;
+using device::copy16_async_zero_fill;
+using device::copy8_async;
 using device::shared_address;
-
-// 16 bytes global → shared without passing through registers; `present` false writes 16 zero
-// bytes and reads nothing (source size 0).
-__device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
-               "r"(present ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void copy8_async(void* shared, const void* global) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(shared_address(shared)), "l"(global) : "memory");
-}
-__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void wait_async_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+using device::wait_async_copies;
 
 // ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
 using device::load_matrices;
@@ -215,7 +207,7 @@ __device__ __forceinline__ void copy_tile_rows(T* const (&tiles)[kSources], cons
     const std::size_t pass_offset = present ? offset + std::size_t(pass) * kKeysPerPass * row_stride : 0;
 #pragma unroll
     for (int i = 0; i < kSources; ++i)
-      copy16_async(&tiles[i][swizzled_offset<W>(row, chunk)], sources[i] + pass_offset, present);
+      copy16_async_zero_fill(&tiles[i][swizzled_offset<W>(row, chunk)], sources[i] + pass_offset, present ? 16 : 0);
   }
 }
 
@@ -471,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   static_assert((D == 64 || D == 128 || D == 256) && D % DV == 0);
   int buffer = 0;
   while (tile < num_tiles) {
-    wait_async_copies();
+    wait_async_copies<0>();
     __syncthreads();  // tile `tile` is in `buffer` for everyone; no warp still reads buffer ^ 1
     const int next = next_visible_tile(shared, tile, num_tiles);
     if (next < num_tiles) load_tile(a, shared, buffer ^ 1, next, kv, first_value_column);

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -110,14 +111,11 @@ struct MlstmDecodeLayout {
   }
 };
 
-// cp.async: 16 bytes global → shared without passing through registers (and, .cg, through L2
-// only); the thread does not stall on them, so they join the round trip of the register loads.
-// Completed by wait_async_copies() and made visible to the block by the barrier after it.
-__device__ inline void copy_async16(float* shared, const float* global) {
-  const unsigned address = unsigned(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
-}
-__device__ inline void wait_async_copies() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// cp.async (async_copy.cuh): the thread does not stall on the copies, so they join the round trip
+// of the register loads. Completed by wait_all_async_copies() and made visible to the block by the
+// barrier after it.
+using device::copy16_async;
+using device::wait_all_async_copies;
 
 // `rows` rows of `width` floats (a multiple of 4), global rows `stride` floats apart, into
 // consecutive shared rows; 16-byte aligned on both sides.
@@ -125,7 +123,7 @@ __device__ inline void stage_rows(float* shared, const float* global, int rows, 
   const int quads = width / 4;
   for (int item = threadIdx.x; item < rows * quads; item += blockDim.x) {
     const int row = item / quads, quad = item % quads;
-    copy_async16(shared + row * width + 4 * quad, global + row * stride + 4 * quad);
+    copy16_async(shared + row * width + 4 * quad, global + row * stride + 4 * quad);
   }
 }
 
@@ -301,7 +299,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   stage_rows(shared + layout.value, a.v + std::size_t(kv) * d + col_begin, 1, columns, d);
   if (threadIdx.x == 0) shared[layout.stabilizer] = __ldcg(a.state.stabilizer + s);
   gate_products(rows, vectorized_gates, weights, gate_partials);
-  wait_async_copies();
+  wait_all_async_copies();
   __syncthreads();
   if (a.rope_inv_freq != nullptr) {  // q/k norm and RoPE folded in: the readers' q, then k, a warp each
     const float position = float(__ldcg(a.position));
@@ -379,7 +377,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
       device::wait_for_previous_kernel();
       stage_rows(shared + layout.window, a.mix.window_out + std::size_t(first_query) * d + col_begin, readers, columns,
                  d);
-      wait_async_copies();
+      wait_all_async_copies();
     }
     __syncthreads();
 

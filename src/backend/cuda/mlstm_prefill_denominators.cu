@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
     for (int head = kPreloadedHeads; head < group; ++head)
       #pragma unroll
       for (int m = 0; m < 2; ++m)
-        if (row[m] < count) prefetch_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
+        if (row[m] < count) prefetch_line_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
     for (int step = 0; step < steps[1]; ++step) {
       // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
       const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;

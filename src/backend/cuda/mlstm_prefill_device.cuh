@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_device.cuh"
@@ -82,20 +83,14 @@ struct PrefillArgs {
 
 // ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
 
+// The copies and L2 hints: async_copy.cuh. A `present` false copy writes 16 zero bytes and reads
+// nothing.
 __device__ __forceinline__ void copy16_async(void* shared, const void* global, bool present) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
-               "r"(present ? 16 : 0)
-               : "memory");  // source size 0: 16 zero bytes, nothing read
+  device::copy16_async_zero_fill(shared, global, present ? 16 : 0);
 }
-// A hint: the 128-byte line holding `global` into L2 (no register, no wait).
-__device__ __forceinline__ void prefetch_to_l2(const void* global) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(global));
-}
-__device__ __forceinline__ void commit_async_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wait_async_copies() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using device::commit_async_copies;
+using device::prefetch_line_to_l2;
+using device::wait_async_copies;
 
 // x = big + small, both TF32 (x − big is exact in fp32: at most 13 significant bits).
 struct Tf32Pair {
