@@ -57,5 +57,24 @@ TEST(KernelSelector, MalformedSpecsSayWhatIsWrong) {
   EXPECT_EQ(message("gemv#3/3").rfind("--ablate: 'gemv#3/3': ", 0), 0u) << message("gemv#3/3");
 }
 
+TEST(KernelSelector, APlusBTakesTheLaunchesOfBoth) {
+  const std::vector<KernelSelector> both = parse_kernel_selection("attention_decode_window+mlstm_decode#0/2");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].name, "attention_decode_window");
+  EXPECT_EQ(taken(both[0], 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(both[1].name, "mlstm_decode");
+  EXPECT_EQ(taken(both[1], 4), (std::vector<int>{0, 2}));
+  EXPECT_EQ(parse_kernel_selection("gemv").size(), 1u);
+  for (const char* spec : {"gemv+", "+gemv", "gemv++gate_up", ""})
+    EXPECT_THROW(parse_kernel_selection(spec), Error) << spec;
+  try {
+    parse_kernel_selection("gemv+gate_up#2/2");
+    FAIL() << "a bad part is an error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'gate_up#2/2': I in NAME#I/N must be below N"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace bifocal

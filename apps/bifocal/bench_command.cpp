@@ -55,8 +55,8 @@ Run add_bench_command(CLI::App& app) {
   command->add_option("--ablate", o.ablate_kernels,
                       "Diagnosis: also time the decode step with the kernels whose bare name contains this emptied "
                       "(launch shape kept), to see what they cost in place; NAME#I empties only the I-th such launch "
-                      "(from 0, in the step's order), NAME#I/N one in every N from the I-th (repeatable; a mixer whose "
-                      "step has no such launch gets a row saying so)");
+                      "(from 0, in the step's order), NAME#I/N one in every N from the I-th, A+B both in one timing "
+                      "(repeatable; a mixer whose step has no such launch gets a row saying so)");
   command->add_option("--out", flags->out, "Directory for bench.md, bench.json and bench.svg");
   return [flags] {
     BenchFlags& f = *flags;

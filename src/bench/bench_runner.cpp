@@ -110,7 +110,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   if (options.generated_tokens < 1) fail("--gen", "must be at least 1");
   if (options.repeats < 1) fail("--repeat", "must be at least 1");
   for (const auto& mixer : options.mixers) MixerSpec::parse(mixer);  // every spec checked before any run
-  for (const auto& kernel : options.ablate_kernels) KernelSelector::parse(kernel);  // NAME, NAME#I or NAME#I/N
+  for (const auto& kernel : options.ablate_kernels) parse_kernel_selection(kernel);  // NAME[#I[/N]][+…]
 
   BenchReport report;
   report.date = today();

@@ -42,4 +42,16 @@ KernelSelector KernelSelector::parse(std::string_view spec, const std::string& w
   return selector;
 }
 
+std::vector<KernelSelector> parse_kernel_selection(std::string_view spec, const std::string& where) {
+  std::vector<KernelSelector> selectors;
+  for (std::size_t begin = 0;;) {
+    const std::size_t plus = spec.find('+', begin);
+    const std::string_view part = spec.substr(begin, plus == std::string_view::npos ? plus : plus - begin);
+    if (part.empty()) fail(where, "'" + std::string(spec) + "': an empty part around '+' (A+B names two kernels)");
+    selectors.push_back(KernelSelector::parse(part, where));
+    if (plus == std::string_view::npos) return selectors;
+    begin = plus + 1;
+  }
+}
+
 }  // namespace bifocal

@@ -2,6 +2,9 @@
 //   NAME        every kernel whose bare name (core/kernel_name.h) contains NAME
 //   NAME#I      only the I-th of those launches (from 0), in the order the step runs them
 //   NAME#I/N    the I-th, (I+N)-th, (I+2N)-th, …: one launch in every N
+//   A+B         the launches A takes and those B takes, emptied together in one timing (kernels
+//               that overlap each other, as Bifocal's window attention and mLSTM step, hide each
+//               other's cost when emptied one at a time)
 // so that one kernel used for several products can be costed product by product: Qwen3-4B's
 // `gemv` runs q+k+v, o and down in every layer and the LM head last, so gemv#0/3 is q+k+v (and
 // the LM head, occurrence 108), gemv#1/3 o_proj, gemv#2/3 down_proj, gemv#108 the LM head.
@@ -9,6 +12,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bifocal {
 
@@ -27,5 +31,8 @@ struct KernelSelector {
     return occurrence >= first && (occurrence - first) % period == 0;
   }
 };
+
+// The selectors of "A+B+…" (each part as KernelSelector::parse); throws Error naming `where`.
+std::vector<KernelSelector> parse_kernel_selection(std::string_view spec, const std::string& where = "--ablate");
 
 }  // namespace bifocal

@@ -85,7 +85,7 @@ class DeviceModel {
   virtual double time_decode_step(DeviceSession& session, std::int64_t position, int steps) const = 0;
   // For `bifocal bench --ablate KERNEL`, a diagnosis: the mean seconds of a decode step whose
   // launches `kernel` selects (core/kernel_selector.h: a part of the bare name, optionally "#I" or
-  // "#I/N" for some of its launches in the step's order) run empty, beside
+  // "#I/N" for some of its launches in the step's order; "A+B" for both) run empty, beside
   // the same step with none emptied. When no kernel of this step matches (a mixer without that
   // kernel, or a typo), nothing is timed: launches 0 and step_kernels lists what the step runs.
   virtual DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,

@@ -92,6 +92,9 @@ TEST_F(GraphAblation, SelectsSomeLaunchesOfAKernelByTheirPlaceInTheStep) {
   EXPECT_EQ(launches("gemv#2/3"), layers);      // down_proj
   EXPECT_EQ(launches("gemv#0/3"), layers + 1);  // q+k+v, and the LM head (launch 3·layers)
   EXPECT_EQ(launches("gemv#" + std::to_string(3 * layers)), 1);
+  EXPECT_EQ(launches("gemv#1/3+gemv#2/3"), 2 * layers);                       // o_proj and down_proj together
+  EXPECT_EQ(launches("attention_decode_window+gate_up_swiglu"), 2 * layers);  // two kernels in one timing
+  EXPECT_EQ(launches("gemv#1/3+gemv"), 3 * layers + 1);                       // a launch taken twice counts once
   const DecodeAblation past_the_last = device.time_ablated_decode_step(*session, 64, 2, "gemv#" + std::to_string(3 * layers + 1));
   EXPECT_EQ(past_the_last.launches, 0);
   EXPECT_EQ(past_the_last.reference_seconds, 0.0);

@@ -437,14 +437,18 @@ DecodeAblation CudaModel<T>::time_ablated_decode_step(DeviceSession& session, st
   constexpr const char* kFeedback = "advance_decode_step_kernel";
   DecodeAblation ablation;
   ablation.kernel = kernel;
-  const KernelSelector selector = KernelSelector::parse(kernel);
-  // The launches `selector` takes, counting the launches of its name in the step's order.
+  const std::vector<KernelSelector> selectors = parse_kernel_selection(kernel);
+  // The launches the selectors take, each counting the launches of its name in the step's order.
   const auto selected = [&](const std::vector<GraphKernelNode>& kernels) {
     std::vector<GraphKernelNode> taken;
-    int occurrence = 0;
-    for (const GraphKernelNode& node : kernels)
-      if (node.name != kFeedback && selector.matches_name(node.name) && selector.takes(occurrence++))
-        taken.push_back(node);
+    std::vector<int> occurrences(selectors.size(), 0);
+    for (const GraphKernelNode& node : kernels) {
+      if (node.name == kFeedback) continue;
+      bool take = false;
+      for (std::size_t i = 0; i < selectors.size(); ++i)
+        if (selectors[i].matches_name(node.name) && selectors[i].takes(occurrences[i]++)) take = true;
+      if (take) taken.push_back(node);
+    }
     return taken;
   };
   const auto time_step = [&](bool ablate) {

@@ -25,10 +25,13 @@ std::vector<cudaGraphNode_t> dependency_ordered_nodes(cudaGraph_t graph) {
   std::vector<cudaGraphNode_t> nodes(count);
   check(cudaGraphGetNodes(graph, nodes.data(), &count), "cudaGraphGetNodes");
   std::size_t edge_count = 0;
-  check(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edge_count), "cudaGraphGetEdges");
+  check(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edge_count), "cudaGraphGetEdges (count)");
   std::vector<cudaGraphNode_t> from(edge_count), to(edge_count);
+  // The edge data must be asked for: without it the runtime refuses a graph whose edges carry some
+  // (the programmatic edges of dependent launches).
+  std::vector<cudaGraphEdgeData> edge_data(edge_count);
   if (edge_count > 0)
-    check(cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &edge_count), "cudaGraphGetEdges");
+    check(cudaGraphGetEdges(graph, from.data(), to.data(), edge_data.data(), &edge_count), "cudaGraphGetEdges");
 
   const auto index_of = [&](cudaGraphNode_t node) {
     return std::size_t(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
