@@ -128,12 +128,17 @@ __device__ float dot8(uint4 raw, const float* x, std::int64_t chunk) {
 // product and RMS-normalised (one block reduction), as the next layer input would be.
 // Threads: the threads taking part (threadIdx.x < Threads), `sync` their barrier; sums: Threads / 32
 // floats of shared memory. Partials are read past L1: other blocks wrote them in this kernel.
-template <int Threads, typename Barrier>
-__device__ void rebuild_x(const float* partials, int count, float* x, float* sums, Barrier sync) {
+// Element i goes to x[position(i)] (the identity, or a permutation of a layout a variant reads).
+struct IdentityPosition {
+  __device__ int operator()(int i) const { return i; }
+};
+template <int Threads, typename Barrier, typename Position = IdentityPosition>
+__device__ void rebuild_x(const float* partials, int count, float* x, float* sums, Barrier sync,
+                          Position position = {}) {
   float squares = 0.0f;
   for (int i = threadIdx.x; i < kHidden; i += Threads) {
     const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
-    x[i] = value;
+    x[position(i)] = value;
     squares += value * value;
   }
   for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
@@ -142,7 +147,7 @@ __device__ void rebuild_x(const float* partials, int count, float* x, float* sum
   float total = 0.0f;
   for (int w = 0; w < Threads / 32; ++w) total += sums[w];
   const float inverse = rsqrtf(total / kHidden + 1e-6f);
-  for (int i = threadIdx.x; i < kHidden; i += Threads) x[i] *= inverse;
+  for (int i = threadIdx.x; i < kHidden; i += Threads) x[i] *= inverse;  // all of x: any permutation
   sync();
 }
 

@@ -101,24 +101,10 @@ constexpr std::size_t ring_shared_bytes() {
 // kHidden / 8 each.
 __device__ __forceinline__ int split_position(int i) { return ((i / 4) % 2) * (kHidden / 2) + (i / 8) * 4 + i % 4; }
 
-// rebuild_x (chain_probe_common.cuh) for the consumers, writing x in the split layout.
-template <int Threads, typename Barrier>
-__device__ void rebuild_x_split(const float* partials, int count, float* x, float* sums, Barrier sync) {
-  float squares = 0.0f;
-  for (int i = threadIdx.x; i < kHidden; i += Threads) {
-    const float value = 1.0f + 1e-3f * __ldcg(partials + i % count);
-    x[split_position(i)] = value;
-    squares += value * value;
-  }
-  for (int offset = 16; offset > 0; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-  if (threadIdx.x % 32 == 0) sums[threadIdx.x / 32] = squares;
-  sync();
-  float total = 0.0f;
-  for (int w = 0; w < Threads / 32; ++w) total += sums[w];
-  const float inverse = rsqrtf(total / kHidden + 1e-6f);
-  for (int i = threadIdx.x; i < kHidden; i += Threads) x[i] *= inverse;  // a permutation: scale in place
-  sync();
-}
+// split_position as the position map rebuild_x (chain_probe_common.cuh) writes x through.
+struct SplitPosition {
+  __device__ int operator()(int i) const { return split_position(i); }
+};
 
 // Eight bf16 weights · x's chunk `c` in the split layout (two conflict-free float4 loads).
 __device__ __forceinline__ float dot8_split(const uint4& raw, const float* x, unsigned c) {
@@ -154,8 +140,11 @@ __global__ void __launch_bounds__(ring_threads(ProducerWarps), BlocksPerSm)
     for (int s = 0; s < Stages; ++s) barrier_init(&full[s], kFullArrivals), barrier_init(&empty[s], kRingConsumerWarps);
   __syncthreads();
 
-  if (Producer == RingProducer::cp_async && warp >= kRingConsumerWarps) {  // every producer thread copies
+  // The producer: every stage of every product, in order — by one thread's bulk copy, or by every
+  // producer thread's cp.async copies, each thread's completion one arrival.
+  if (warp >= kRingConsumerWarps) {
     const int producer = threadIdx.x - kConsumerThreads;
+    if (Producer == RingProducer::bulk && producer != 0) return;
     int stage = 0;
     std::uint32_t phase = 0;
     for (int i = 0; i < count; ++i) {
@@ -163,27 +152,16 @@ __global__ void __launch_bounds__(ring_threads(ProducerWarps), BlocksPerSm)
       share_of(products[i], block, blocks, begin, end);
       for (std::int64_t first = begin; first < end; first += kStageChunks) {
         const int chunks = stage_chunks(first, end, kStageChunks);
-        barrier_wait(&empty[stage], phase ^ 1);
-        uint4* destination = reinterpret_cast<uint4*>(ring + std::size_t(stage) * StageBytes);
-        for (int c = producer; c < chunks; c += kProducerThreads) cp_async_16(destination + c, weights + first + c);
-        cp_async_arrive(&full[stage]);
-        if (++stage == Stages) stage = 0, phase ^= 1;
-      }
-    }
-    return;
-  }
-  if (warp >= kRingConsumerWarps) {  // the producer: every stage of every product, in order
-    if (threadIdx.x != kConsumerThreads) return;
-    int stage = 0;
-    std::uint32_t phase = 0;
-    for (int i = 0; i < count; ++i) {
-      std::int64_t begin, end;
-      share_of(products[i], block, blocks, begin, end);
-      for (std::int64_t first = begin; first < end; first += kStageChunks) {
-        const std::uint32_t bytes = std::uint32_t(stage_chunks(first, end, kStageChunks)) * 16;
         barrier_wait(&empty[stage], phase ^ 1);  // the first round passes: nothing to free yet
-        barrier_expect_bytes(&full[stage], bytes);
-        bulk_copy_to_shared(ring + std::size_t(stage) * StageBytes, weights + first, bytes, &full[stage]);
+        unsigned char* destination = ring + std::size_t(stage) * StageBytes;
+        if constexpr (Producer == RingProducer::bulk) {
+          barrier_expect_bytes(&full[stage], std::uint32_t(chunks) * 16);
+          bulk_copy_to_shared(destination, weights + first, std::uint32_t(chunks) * 16, &full[stage]);
+        } else {
+          for (int c = producer; c < chunks; c += kProducerThreads)
+            cp_async_16(reinterpret_cast<uint4*>(destination) + c, weights + first + c);
+          cp_async_arrive(&full[stage]);
+        }
         if (++stage == Stages) stage = 0, phase ^= 1;
       }
     }
@@ -199,7 +177,7 @@ __global__ void __launch_bounds__(ring_threads(ProducerWarps), BlocksPerSm)
       consumers_sync();
     }
     if (Consumer == RingConsumer::split)
-      rebuild_x_split<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
+      rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync, SplitPosition{});
     else
       rebuild_x<kConsumerThreads>(partials + ((i + 1) % 2) * blocks, blocks, x, sums, consumers_sync);
     std::int64_t begin, end;
