@@ -86,8 +86,9 @@ class DeviceModel {
   // For `bifocal bench --ablate KERNEL`, a diagnosis: the mean seconds of a decode step whose
   // launches `kernel` selects (core/kernel_selector.h: a part of the bare name, optionally "#I" or
   // "#I/N" for some of its launches in the step's order; "A+B" for both) run empty, beside
-  // the same step with none emptied. When no kernel of this step matches (a mixer without that
-  // kernel, or a typo), nothing is timed: launches 0 and step_kernels lists what the step runs.
+  // the same step with none emptied. When it selects no launch of this step (a mixer without that
+  // kernel, a typo, an occurrence past the last), nothing is timed: launches 0 and step_kernels
+  // lists what the step runs.
   virtual DecodeAblation time_ablated_decode_step(DeviceSession& session, std::int64_t position, int steps,
                                                   const std::string& kernel) const = 0;
   // Seconds to prefill `tokens` from position 0 (device events), the logits of the last included.

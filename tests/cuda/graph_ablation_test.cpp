@@ -98,8 +98,9 @@ TEST_F(GraphAblation, SelectsSomeLaunchesOfAKernelByTheirPlaceInTheStep) {
   const DecodeAblation past_the_last = device.time_ablated_decode_step(*session, 64, 2, "gemv#" + std::to_string(3 * layers + 1));
   EXPECT_EQ(past_the_last.launches, 0);
   EXPECT_EQ(past_the_last.reference_seconds, 0.0);
-  // The step's order: the embedding first, the sampled id's feedback last, and each layer's
-  // window attention between its q+k+v and o products.
+  // The step's order, as far as the census (names in first-seen order) shows it: the embedding
+  // first, the sampled id's feedback in the step, and the first layer's q+k+v before its window
+  // attention.
   const std::string census = past_the_last.step_kernels;
   EXPECT_EQ(census.rfind("embedding_kernel ×1", 0), 0u) << census;
   EXPECT_NE(census.find("advance_decode_step_kernel ×1"), std::string::npos) << census;
