@@ -28,7 +28,12 @@
 //                     (ring_chain)
 //   one kernel        every weight read once by one launch: the bandwidth a read-only stream reaches
 //   fused MLP         three launches a layer: gate/up and down as one kernel split over the intermediate,
-//                     its partial outputs added by atomics (chain_probe_fused_mlp.cuh; not yet measured)
+//                     its partial outputs added by atomics, or first summed in the block or the cluster
+//                     (chain_probe_fused_mlp.cuh)
+//   room for the next grids of 2 blocks an SM with the registers of 4, so that the next kernel's blocks
+//                     are resident, their loads before the wait in flight, while this one streams
+//   pipelined         each warp's next step of loads issued before it sums the step it holds
+//                     (chain_probe_pipelined.cuh)
 // With `bare`, the persistent kernel builds x once and never again: the barrier and the streaming
 // alone, without the per-block rebuild and norm that a real chain needs.
 //
@@ -53,6 +58,19 @@
 // (59.3–61.1%), 1 or 2 blocks an SM (58.8%) alike. Copies into shared memory, however issued, cap
 // near 60% of the copy bandwidth for this read pattern, where plain loads into registers reach 110%:
 // a ring fed that way cannot carry a chain past its boundaries.
+// Stop 26 (H200, copy bandwidth 4.24 TB/s, two runs each of three builds): the ceiling 106.9–110.0%,
+// launches 76.4–77.9%; the fused MLP's three launches a layer 26–68% (chain_probe_fused_mlp.cuh
+// says why): fewer launches by fusing across a full-vector dependency lose more inside the kernel
+// than the boundary costs. Room for the next kernel (grids of 2 blocks an SM with the registers of
+// 4) 68.0–68.4%, as 2 blocks an SM without it: co-residence does not pay for half the warps.
+// **Pipelined** (one_product_pipelined: step s + 1's loads issued before step s is summed) at 4
+// blocks an SM, steps of 4: **81.8–81.9%** against 77.4–77.6% for the same run's launches — the
+// first variant to beat the launch chain; at 2 blocks of steps of 8 80.4%, 3 blocks of 8 77.4%.
+// (A first try that consumed the loads before the wait ahead of the loop, with the next step's
+// loads only after them, fell to 70.5%: the order of loads and sums inside a warp is the lever.)
+// dependency_release_probe.cu: a dependent launch returns from its wait 0.5 µs after the previous
+// kernel's last block exits (%globaltimer's 256 ns ticks), so the boundary's ~3.5 µs beyond its
+// bytes is the memory pipeline's drain and refill, not the launch.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -67,6 +85,7 @@
 #include "chain_probe_common.cuh"
 #include "chain_probe_dataflow.cuh"
 #include "chain_probe_fused_mlp.cuh"
+#include "chain_probe_pipelined.cuh"
 #include "chain_probe_ring.cuh"
 
 namespace cg = cooperative_groups;
@@ -76,18 +95,18 @@ namespace {
 
 // This warp's share of one product: steps of kUnroll chunks a lane; `ahead` holds the first
 // AheadSteps steps' loads when the caller issued them early. Writes the warp's partial sum.
-template <int AheadSteps>
+template <int AheadSteps, int Unroll>
 __device__ void stream_product(const uint4* weights, const Product& p, const float* x, int warp, int warps,
-                               const uint4 (&ahead)[AheadSteps][kUnroll], bool have_ahead, float* partials) {
+                               const uint4 (&ahead)[AheadSteps][Unroll], bool have_ahead, float* partials) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
   share_of(p, warp, warps, begin, end);
   float sum = 0.0f;
   int step = 0;
-  for (std::int64_t first = begin; first < end; first += 32 * kUnroll, ++step) {
-    uint4 w[kUnroll];
+  for (std::int64_t first = begin; first < end; first += 32 * Unroll, ++step) {
+    uint4 w[Unroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < Unroll; ++u) {
       const std::int64_t c = first + u * 32 + lane;
       bool from_ahead = false;
 #pragma unroll
@@ -96,7 +115,7 @@ __device__ void stream_product(const uint4* weights, const Product& p, const flo
       if (!from_ahead && c < end) w[u] = __ldcs(weights + c);
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < Unroll; ++u) {
       const std::int64_t c = first + u * 32 + lane;
       if (c < end) sum += dot8(w[u], x, c);
     }
@@ -116,17 +135,17 @@ __device__ void prefetch_share_to_l2(const uint4* weights, const Product& p, int
 }
 
 // The first AheadSteps steps' loads of this warp's share of `p`.
-template <int AheadSteps>
+template <int AheadSteps, int Unroll>
 __device__ void load_ahead(const uint4* weights, const Product& p, int warp, int warps,
-                           uint4 (&ahead)[AheadSteps][kUnroll]) {
+                           uint4 (&ahead)[AheadSteps][Unroll]) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
   share_of(p, warp, warps, begin, end);
 #pragma unroll
   for (int a = 0; a < AheadSteps; ++a)
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const std::int64_t c = begin + (a * kUnroll + u) * 32 + lane;
+    for (int u = 0; u < Unroll; ++u) {
+      const std::int64_t c = begin + (a * Unroll + u) * 32 + lane;
       ahead[a][u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
     }
 }
@@ -151,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 }
 
 // One product of the chain. AheadSteps steps of this warp's weights are loaded before the wait
-// for the previous kernel (0: none); BlocksPerSm sets the register budget that they need.
-template <int AheadSteps, int BlocksPerSm>
+// for the previous kernel (0: none); BlocksPerSm sets the register budget that they need; Unroll
+// loads a lane make a step.
+template <int AheadSteps, int BlocksPerSm, int Unroll = kUnroll>
 __global__ void __launch_bounds__(kThreads, BlocksPerSm)
     one_product(const uint4* weights, Product product, Product next, int lookahead_bytes, const float* in, int in_count,
                 float* out) {
@@ -160,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   const int warps = gridDim.x * (kThreads / 32), warp = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   cudaTriggerProgrammaticLaunchCompletion();
   constexpr int kSteps = AheadSteps > 0 ? AheadSteps : 1;
-  uint4 ahead[kSteps][kUnroll];
+  uint4 ahead[kSteps][Unroll];
   if (AheadSteps > 0) load_ahead(weights, product, warp, warps, ahead);  // the weights depend on no earlier kernel
   cudaGridDependencySynchronize();
   rebuild_x(in, in_count, x);
@@ -270,6 +290,21 @@ int main(int argc, char** argv) {
   const float ahead1_two_blocks_ms = launches(one_product<1, 2>, 2, 0);
   const float ahead2_ms = launches(one_product<2, 2>, 2, 0);
   const float ahead4_ms = launches(one_product<4, 2>, 2, 0);
+  // Room for the next kernel: grids of 2 blocks an SM whose registers fit 4 blocks an SM, so that
+  // the next kernel's blocks are resident (and their loads before the wait in flight) while this
+  // one streams, not only as its blocks leave.
+  const float room1_ms = launches(one_product<1, kBlocksPerSm>, 2, 0);
+  const float room2_ms = launches(one_product<2, kBlocksPerSm>, 2, 0);
+  const float room1_one_block_ms = launches(one_product<1, kBlocksPerSm>, 1, 0);
+  // The same room with 8 loads a lane a step (4 KiB a warp in flight, as many bytes an SM as 4 blocks
+  // of 4), the registers of 4 blocks (launched at 2: room for the next) or of 2 (no room).
+  const float room_deep_ms = launches(one_product<1, kBlocksPerSm, 8>, 2, 0);
+  const float no_room_deep_ms = launches(one_product<1, 2, 8>, 2, 0);
+  const float four_deep_ms = launches(one_product<1, kBlocksPerSm, 8>, kBlocksPerSm, 0);
+  const float pipelined_4_ms = launches(one_product_pipelined<kBlocksPerSm, 4>, kBlocksPerSm, 0);
+  const float pipelined_2x8_ms = launches(one_product_pipelined<2, 8>, 2, 0);
+  const float pipelined_3x8_ms = launches(one_product_pipelined<3, 8>, 3, 0);
+  const float pipelined_2x4_ms = launches(one_product_pipelined<kBlocksPerSm, 4>, 2, 0);
 
   // fused MLP: per layer q+k+v and o as above, then gate/up and down as one kernel of
   // mlp_blocks_per_sm blocks an SM (chain_probe_fused_mlp.cuh) adding into that layer's output.
@@ -301,6 +336,44 @@ int main(int argc, char** argv) {
   };
   const float fused_mlp_1_ms = fused_mlp_launches(1), fused_mlp_2_ms = fused_mlp_launches(2);
   const float fused_mlp_4_ms = fused_mlp_launches(4);
+  // The same with the down partials summed in each block, then across a cluster, before the atomics.
+  const auto fused_mlp_cluster_launches = [&](auto kernel, int threads, int blocks_per_sm, int cluster_size) {
+    const int product_blocks = sms * kBlocksPerSm, product_warps = product_blocks * (kThreads / 32);
+    return time_graph([&] {
+      check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
+      for (int layer = 0; layer < kLayers; ++layer) {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(product_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
+        config.attrs = &dependent_launch, config.numAttrs = 1;
+        const Product* p = chain.data() + 4 * layer;
+        const float* layer_in = layer == 0 ? partials + product_warps : mlp_out + std::size_t(layer - 1) * kHidden;
+        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[0], p[1],
+                                 0, layer_in, layer == 0 ? product_warps : kHidden, partials),
+              "q+k+v");
+        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[1], p[2],
+                                 0, static_cast<const float*>(partials), product_warps, partials + product_warps),
+              "o");
+        cudaLaunchAttribute attributes[2] = {dependent_launch, {}};
+        attributes[1].id = cudaLaunchAttributeClusterDimension;
+        attributes[1].val.clusterDim.x = cluster_size, attributes[1].val.clusterDim.y = 1;
+        attributes[1].val.clusterDim.z = 1;
+        config.attrs = attributes, config.numAttrs = cluster_size > 1 ? 2 : 1;
+        config.gridDim = dim3(sms * blocks_per_sm), config.blockDim = dim3(threads);
+        check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), p[2].first, p[3].first,
+                                 static_cast<const float*>(partials + product_warps), product_warps,
+                                 mlp_out + std::size_t(layer) * kHidden),
+              "fused_mlp_cluster");
+      }
+    });
+  };
+  const float fused_1024_c1_ms = fused_mlp_cluster_launches(fused_mlp_cluster<1024, 1>, 1024, 1, 1);
+  const float fused_1024_c4_ms = fused_mlp_cluster_launches(fused_mlp_cluster<1024, 4>, 1024, 1, 4);
+  const float fused_512_c1_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 1>, 512, 2, 1);
+  const float fused_512_c4_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 4>, 512, 2, 4);
+  const float fused_512_c8_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 8>, 512, 2, 8);
+  std::vector<float> mlp_check(kHidden);
+  check(cudaMemcpy(mlp_check.data(), mlp_out + std::size_t(kLayers - 1) * kHidden, kHidden * sizeof(float),
+                   cudaMemcpyDeviceToHost), "mlp outputs");
 
   const auto persistent = [&](bool ahead, int lookahead_bytes) {
     const uint4* w = weights;
@@ -441,6 +514,25 @@ int main(int argc, char** argv) {
       fused_mlp_1_ms);
   row("launches, 3 a layer: fused MLP of 2 blocks an SM", fused_mlp_2_ms);
   row("launches, 3 a layer: fused MLP of 4 blocks an SM", fused_mlp_4_ms);
+  row("launches, 3 a layer: fused MLP, partials summed in the block, 1 block an SM of 1,024 threads", fused_1024_c1_ms);
+  row("launches, 3 a layer: fused MLP, 1 block an SM of 1,024, summed over clusters of 4", fused_1024_c4_ms);
+  row("launches, 3 a layer: fused MLP, 2 blocks an SM of 512, summed in the block", fused_512_c1_ms);
+  row("launches, 3 a layer: fused MLP, 2 blocks an SM of 512, summed over clusters of 4", fused_512_c4_ms);
+  row("launches, 3 a layer: fused MLP, 2 blocks an SM of 512, summed over clusters of 8", fused_512_c8_ms);
+  std::printf("| (fused MLP output check: last layer's out[0], out[2559] = %g, %g) | | | | |\n", mlp_check[0],
+              mlp_check[kHidden - 1]);
+  row("launches, grids of 2 blocks an SM with the registers of 4 (room for the next), 1 step before the wait", room1_ms);
+  row("launches, grids of 2 blocks an SM with the registers of 4, 2 steps before the wait", room2_ms);
+  row("launches, grids of 1 block an SM with the registers of 4, 1 step before the wait", room1_one_block_ms);
+  row("launches, grids of 2 blocks an SM with the registers of 4, steps of 8 loads a lane, 1 before the wait",
+      room_deep_ms);
+  row("launches, grids of 2 blocks an SM with the registers of 2, steps of 8 loads a lane, 1 before the wait",
+      no_room_deep_ms);
+  row("launches, 4 blocks an SM, steps of 8 loads a lane, 1 before the wait", four_deep_ms);
+  row("launches, pipelined (next step's loads before this one's sums), 4 blocks an SM, steps of 4", pipelined_4_ms);
+  row("launches, pipelined, 2 blocks an SM, steps of 8", pipelined_2x8_ms);
+  row("launches, pipelined, 3 blocks an SM, steps of 8", pipelined_3x8_ms);
+  row("launches, pipelined, 2 blocks an SM with the registers of 4 (room for the next), steps of 4", pipelined_2x4_ms);
   row("launches, 2 blocks an SM, 1 step (2 KiB a warp) before the wait", ahead1_two_blocks_ms);
   row("launches, 2 blocks an SM, 2 steps (4 KiB a warp) before the wait", ahead2_ms);
   row("launches, 2 blocks an SM, 4 steps (8 KiB a warp) before the wait", ahead4_ms);
