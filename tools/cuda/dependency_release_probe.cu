@@ -1,0 +1,162 @@
+// How long a decode step's kernel boundary is, from the inside: in a CUDA graph of dependent
+// launches (programmatic dependent launch, as the decode step uses), the time from the last block
+// of one kernel leaving to the first (and the last) block of the next returning from its
+// cudaGridDependencySynchronize(). The chain probe prices a boundary at 3.7–4.5 µs beyond its
+// bytes (persistent_chain_probe.cu); this one says how much of that the release itself is, with no
+// memory traffic at all: each block spins for a set time on %globaltimer (the blocks' times
+// staggered, as a product's tail is) and stamps its start, its release and its exit.
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90a tools/cuda/dependency_release_probe.cu -o dependency_release_probe
+//   ./dependency_release_probe            (a Markdown table, medians over the chain's boundaries)
+//
+// Measured (H200, 2026-12-03, two runs; docs/notes/cuda-stop26-2026-12-03.md; %globaltimer ticks
+// every 256 ns here, so the times are ±0.26 µs): with a dependent launch the next kernel's first
+// and last blocks return from their wait 0.26–0.77 µs after the last block of the one before
+// leaves (0.5 in most runs), at 1 or 4 blocks an SM; in plain stream order its blocks start 0.77–1.02
+// µs after. With the trigger at the start and room on the SMs, the next kernels' blocks are
+// resident long before (24 µs — several kernels ahead — at 1 block of 256 an SM). Grids of small
+// blocks in several waves pay the block dispatcher instead: 8,448 one-warp blocks of 1 µs in 10.5
+// µs, 16,896 two-warp blocks of 0.5 µs in 20.7 µs — ~1.2 ns a block, however short the work. So a
+// decode step's ~3.5 µs a boundary beyond its bytes is not the launch: it is the memory
+// pipeline's drain and refill, and for grids of thousands of small blocks, their dispatch.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "dependency_release_probe: %s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+constexpr int kKernels = 200;  // a chain a little longer than a Qwen3-4B decode step (181 launches)
+
+// One block of one kernel of the chain: when it started, returned from the dependency wait and
+// left (%globaltimer nanoseconds). Stamped without atomics (no block waits on another's stamp);
+// the host takes the minima and maxima.
+struct BlockStamps {
+  unsigned long long start, release, exit;
+};
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// trigger_early: let the next kernel launch at this one's start (as the decode kernels do), else at
+// its end. Block b works work_ns + (b % 8) · stagger_ns. stamps: this kernel's gridDim.x entries.
+__global__ void chain_kernel(BlockStamps* stamps, bool trigger_early, int work_ns, int stagger_ns) {
+  const unsigned long long start = now_ns();
+  if (trigger_early) cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+  const unsigned long long released = now_ns();
+  const unsigned long long until = released + work_ns + (blockIdx.x % 8) * stagger_ns;
+  while (now_ns() < until) {
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) stamps[blockIdx.x] = {start, released, now_ns()};
+}
+
+struct Variant {
+  const char* name;
+  int blocks, threads;
+  bool dependent_launch, trigger_early;
+  int work_ns, stagger_ns;
+};
+
+struct Boundary {
+  double release_first_us, release_last_us, early_start_us, period_us;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+Boundary measure(const Variant& v, BlockStamps* stamps, cudaStream_t stream) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+  for (int i = 0; i < kKernels; ++i) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(v.blocks), config.blockDim = dim3(v.threads), config.stream = stream;
+    config.attrs = &attribute, config.numAttrs = v.dependent_launch ? 1 : 0;
+    check(cudaLaunchKernelEx(&config, chain_kernel, stamps + std::size_t(i) * v.blocks, v.trigger_early, v.work_ns,
+                             v.stagger_ns),
+          v.name);
+  }
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  for (int replay = 0; replay < 2; ++replay) check(cudaGraphLaunch(exec, stream), "replay");  // the first warms up
+  std::vector<BlockStamps> host(std::size_t(kKernels) * v.blocks);
+  check(cudaMemcpyAsync(host.data(), stamps, host.size() * sizeof(BlockStamps), cudaMemcpyDeviceToHost, stream), "read");
+  check(cudaStreamSynchronize(stream), "replay");
+  check(cudaGraphExecDestroy(exec), "graph");
+  check(cudaGraphDestroy(graph), "graph");
+  // Per kernel: the earliest start and release, the latest release and exit.
+  std::vector<double> first_start(kKernels, 1e30), first_release(kKernels, 1e30), last_release(kKernels, 0),
+      last_exit(kKernels, 0);
+  for (int i = 0; i < kKernels; ++i)
+    for (int b = 0; b < v.blocks; ++b) {
+      const BlockStamps& s = host[std::size_t(i) * v.blocks + b];
+      first_start[i] = std::min(first_start[i], double(s.start));
+      first_release[i] = std::min(first_release[i], double(s.release));
+      last_release[i] = std::max(last_release[i], double(s.release));
+      last_exit[i] = std::max(last_exit[i], double(s.exit));
+    }
+  std::vector<double> first, last, early, period;
+  for (int i = 1; i < kKernels; ++i) {
+    first.push_back((first_release[i] - last_exit[i - 1]) * 1e-3);
+    last.push_back((last_release[i] - last_exit[i - 1]) * 1e-3);
+    early.push_back((last_exit[i - 1] - first_start[i]) * 1e-3);
+    period.push_back((last_exit[i] - last_exit[i - 1]) * 1e-3);
+  }
+  return {median(first), median(last), median(early), median(period)};
+}
+
+}  // namespace
+
+int main() {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "device");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  BlockStamps* stamps = nullptr;  // room for the largest grid below
+  check(cudaMalloc(&stamps, std::size_t(kKernels) * 128 * sms * sizeof(BlockStamps)), "stamps");
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");
+  const std::vector<Variant> variants = {
+      {"dependent launch, trigger at start, 1 block an SM", sms, 256, true, true, 3000, 0},
+      {"dependent launch, trigger at start, 4 blocks an SM", 4 * sms, 256, true, true, 3000, 0},
+      {"dependent launch, trigger at start, 1 block an SM, tail of 8 × 200 ns", sms, 256, true, true, 3000, 200},
+      {"dependent launch, trigger at start, 1 block an SM, 64 threads", sms, 64, true, true, 3000, 0},
+      {"dependent launch, trigger at start, 2 waves of 1-warp blocks", 2 * 32 * sms, 32, true, true, 1000, 0},
+      {"dependent launch, trigger at start, 4 waves of 2-warp blocks", 4 * 32 * sms, 64, true, true, 500, 0},
+      {"dependent launch, trigger at exit", sms, 256, true, false, 3000, 0},
+      {"stream order (no dependent launch)", sms, 256, false, false, 3000, 0},
+      {"stream order, 4 blocks an SM", 4 * sms, 256, false, false, 3000, 0},
+  };
+  std::printf("%d SMs; a graph of %d kernels; medians over its boundaries, from the last block's exit of the "
+              "kernel before\n\n",
+              sms, kKernels);
+  std::printf("| variant | first release µs | last release µs | first block resident before µs | kernel period µs |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  for (const Variant& v : variants) {
+    const Boundary b = measure(v, stamps, stream);
+    std::printf("| %s (%d × %d, %.1f µs work) | %.2f | %.2f | %.2f | %.2f |\n", v.name, v.blocks, v.threads,
+                v.work_ns * 1e-3, b.release_first_us, b.release_last_us, b.early_start_us, b.period_us);
+  }
+  check(cudaStreamDestroy(stream), "stream");
+  check(cudaFree(stamps), "stamps");
+  return 0;
+}
