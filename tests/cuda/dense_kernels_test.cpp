@@ -80,7 +80,9 @@ TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAnd16BitOutputs) {
   using Narrow = testing::Narrow<T>;  // bf16 out for fp32 and bf16 weights, fp16 for fp16
   CpuBackend cpu;
   testing::ErrorLog float_log{"rmsnorm, fp32 out"}, bf16_log{"rmsnorm, 16-bit out"};
-  for (const auto [rows, dim] : {std::tuple{1, 2560}, {7, 96}, {3, 33}, {2, 9728}, {300, 64}, {5, 1}, {4, 1500}}) {
+  // Rows held in registers (dim a multiple of 4, at most 4,096) and the general kernel (the others).
+  for (const auto [rows, dim] : {std::tuple{1, 2560}, {7, 96}, {3, 33}, {2, 9728}, {300, 64}, {5, 1}, {4, 1500},
+                                 {9, 4096}, {2, 4100}, {3, 4}}) {
     SCOPED_TRACE("rows " + std::to_string(rows) + ", dim " + std::to_string(dim));
     const auto x = random_vector(std::size_t(rows) * dim, this->rng_, 3.0f);
     const auto weight = exact_vector(dim, this->rng_);
