@@ -30,8 +30,55 @@ constexpr int kMlpMaxRows = 80;                                      // intermed
 
 static_assert(kRowChunks % 32 == 0, "gate/up rows are dealt out 32 chunks at a time");
 
-// gate_up_first: the gate rows [0, I) then the up rows [I, 2I), each kRowChunks chunks;
-// down_first: W_downᵀ's I rows of kRowChunks chunks. `in` holds in_count values (rebuild_x).
+// A block's slice of the intermediate, [first_row, first_row + rows), and its 2·rows gate/up rows
+// (item i < rows: gate row first_row + i; else up row first_row + i − rows). gate_up_first: the gate
+// rows [0, I) then the up rows [I, 2I) of the weight buffer, each kRowChunks chunks.
+struct MlpSlice {
+  const uint4* weights;
+  std::int64_t gate_up_first;
+  int first_row, rows;
+
+  __device__ static MlpSlice of_block(const uint4* weights, std::int64_t gate_up_first) {
+    const int first = kIntermediate * blockIdx.x / gridDim.x;
+    return {weights, gate_up_first, first, kIntermediate * int(blockIdx.x + 1) / int(gridDim.x) - first};
+  }
+  __device__ const uint4* gate_up_row(int item) const {
+    const std::int64_t row = item < rows ? first_row + item : kIntermediate + first_row + (item - rows);
+    return weights + gate_up_first + row * kRowChunks;
+  }
+  // The warp's first gate/up row, loaded before the wait (as the launch chain's kernels do).
+  __device__ void load_first_row(int warp, uint4 (&first)[kGateUpLoads]) const {
+    if (warp < 2 * rows)
+#pragma unroll
+      for (int j = 0; j < kGateUpLoads; ++j) first[j] = __ldcs(gate_up_row(warp) + threadIdx.x % 32 + 32 * j);
+  }
+  // h[r] = silu(gate_r · x) · (up_r · x) for the slice's rows: a warp a gate or up row (Warps warps),
+  // every lane kGateUpLoads chunks in flight; the warp's first row from `first`. Ends in a barrier.
+  template <int Warps>
+  __device__ void swiglu(const float* x, const uint4 (&first)[kGateUpLoads], float* gate_up, float* h) const {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int item = warp; item < 2 * rows; item += Warps) {
+      uint4 raw[kGateUpLoads];
+#pragma unroll
+      for (int j = 0; j < kGateUpLoads; ++j)
+        raw[j] = item == warp ? first[j] : __ldcs(gate_up_row(item) + lane + 32 * j);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kGateUpLoads; ++j) sum += dot8(raw[j], x, lane + 32 * j);
+      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (lane == 0) gate_up[item] = sum;
+    }
+    __syncthreads();
+    if (int(threadIdx.x) < rows) {
+      const float g = gate_up[threadIdx.x], u = gate_up[rows + threadIdx.x];
+      h[threadIdx.x] = g / (1.0f + expf(-g)) * u;
+    }
+    __syncthreads();
+  }
+};
+
+// gate_up_first: as MlpSlice; down_first: W_downᵀ's I rows of kRowChunks chunks. `in` holds
+// in_count values (rebuild_x).
 __global__ void __launch_bounds__(kThreads)
     fused_mlp(const uint4* weights, std::int64_t gate_up_first, std::int64_t down_first, const float* in,
               int in_count, float* out) {
@@ -39,38 +86,13 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float gate_up[2 * kMlpMaxRows];
   __shared__ float h[kMlpMaxRows];
   cudaTriggerProgrammaticLaunchCompletion();
-  const int first_row = kIntermediate * blockIdx.x / gridDim.x;
-  const int rows = kIntermediate * (blockIdx.x + 1) / gridDim.x - first_row;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto row_source = [&](int item) {
-    const std::int64_t row = item < rows ? first_row + item : kIntermediate + first_row + (item - rows);
-    return weights + gate_up_first + row * kRowChunks;
-  };
-  // As the launch chain's kernels do: the warp's first row in flight before the wait.
+  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first);
+  const int first_row = slice.first_row, rows = slice.rows;
   uint4 first[kGateUpLoads];
-  if (warp < 2 * rows)
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) first[j] = __ldcs(row_source(warp) + lane + 32 * j);
+  slice.load_first_row(threadIdx.x / 32, first);
   cudaGridDependencySynchronize();
   rebuild_x(in, in_count, x);
-
-  // Gate and up rows: a warp a row, every lane kGateUpLoads chunks in flight.
-  for (int item = warp; item < 2 * rows; item += kThreads / 32) {
-    uint4 raw[kGateUpLoads];
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) raw[j] = item == warp ? first[j] : __ldcs(row_source(item) + lane + 32 * j);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) sum += dot8(raw[j], x, lane + 32 * j);
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) gate_up[item] = sum;
-  }
-  __syncthreads();
-  if (threadIdx.x < rows) {
-    const float g = gate_up[threadIdx.x], u = gate_up[rows + threadIdx.x];
-    h[threadIdx.x] = g / (1.0f + expf(-g)) * u;
-  }
-  __syncthreads();
+  slice.swiglu<kThreads / 32>(x, first, gate_up, h);
 
   // W_downᵀ rows of the slice: thread t owns output columns 8c … 8c+7 for c = t, t + kThreads, …
   float acc[kDownParts][8] = {};
@@ -119,37 +141,14 @@ __global__ void __launch_bounds__(Threads, 1024 / Threads)
   __shared__ float partial[kHidden];
   __shared__ float sums[kWarps];
   cudaTriggerProgrammaticLaunchCompletion();
-  const int first_row = kIntermediate * blockIdx.x / gridDim.x;
-  const int rows = kIntermediate * (blockIdx.x + 1) / gridDim.x - first_row;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const auto row_source = [&](int item) {
-    const std::int64_t row = item < rows ? first_row + item : kIntermediate + first_row + (item - rows);
-    return weights + gate_up_first + row * kRowChunks;
-  };
+  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first);
+  const int first_row = slice.first_row, rows = slice.rows;
   uint4 first[kGateUpLoads];
-  if (warp < 2 * rows)
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) first[j] = __ldcs(row_source(warp) + lane + 32 * j);
+  slice.load_first_row(threadIdx.x / 32, first);
   for (int i = threadIdx.x; i < kHidden; i += Threads) partial[i] = 0.0f;
   cudaGridDependencySynchronize();
   rebuild_x<Threads>(in, in_count, x, sums, [] { __syncthreads(); });
-
-  for (int item = warp; item < 2 * rows; item += kWarps) {
-    uint4 raw[kGateUpLoads];
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) raw[j] = item == warp ? first[j] : __ldcs(row_source(item) + lane + 32 * j);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kGateUpLoads; ++j) sum += dot8(raw[j], x, lane + 32 * j);
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) gate_up[item] = sum;
-  }
-  __syncthreads();
-  if (threadIdx.x < rows) {
-    const float g = gate_up[threadIdx.x], u = gate_up[rows + threadIdx.x];
-    h[threadIdx.x] = g / (1.0f + expf(-g)) * u;
-  }
-  __syncthreads();
+  slice.swiglu<kWarps>(x, first, gate_up, h);
 
   // Down: thread t of group t / 320 owns output chunk t % 320, the group every kGroups-th row.
   const int group = threadIdx.x / kRowChunks, chunk = threadIdx.x % kRowChunks;

@@ -296,48 +296,20 @@ int main(int argc, char** argv) {
   const float room1_ms = launches(one_product<1, kBlocksPerSm>, 2, 0);
   const float room2_ms = launches(one_product<2, kBlocksPerSm>, 2, 0);
   const float room1_one_block_ms = launches(one_product<1, kBlocksPerSm>, 1, 0);
-  // The same room with 8 loads a lane a step (4 KiB a warp in flight, as many bytes an SM as 4 blocks
-  // of 4), the registers of 4 blocks (launched at 2: room for the next) or of 2 (no room).
-  const float room_deep_ms = launches(one_product<1, kBlocksPerSm, 8>, 2, 0);
+  // 8 loads a lane a step (4 KiB a warp in flight, as many bytes an SM as 4 blocks of 4) at 2 blocks
+  // an SM, the registers of 2 (with the registers of 4 it spills: not measured).
   const float no_room_deep_ms = launches(one_product<1, 2, 8>, 2, 0);
-  const float four_deep_ms = launches(one_product<1, kBlocksPerSm, 8>, kBlocksPerSm, 0);
   const float pipelined_4_ms = launches(one_product_pipelined<kBlocksPerSm, 4>, kBlocksPerSm, 0);
   const float pipelined_2x8_ms = launches(one_product_pipelined<2, 8>, 2, 0);
   const float pipelined_3x8_ms = launches(one_product_pipelined<3, 8>, 3, 0);
   const float pipelined_2x4_ms = launches(one_product_pipelined<kBlocksPerSm, 4>, 2, 0);
 
   // fused MLP: per layer q+k+v and o as above, then gate/up and down as one kernel of
-  // mlp_blocks_per_sm blocks an SM (chain_probe_fused_mlp.cuh) adding into that layer's output.
+  // blocks_per_sm blocks an SM of `threads` (chain_probe_fused_mlp.cuh) adding into that layer's output.
   float* mlp_out = nullptr;
   check(cudaMalloc(&mlp_out, std::size_t(kLayers) * kHidden * sizeof(float)), "mlp outputs");
-  const auto fused_mlp_launches = [&](int mlp_blocks_per_sm) {
-    const int product_blocks = sms * kBlocksPerSm, product_warps = product_blocks * (kThreads / 32);
-    return time_graph([&] {
-      check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
-      for (int layer = 0; layer < kLayers; ++layer) {
-        cudaLaunchConfig_t config{};
-        config.gridDim = dim3(product_blocks), config.blockDim = dim3(kThreads), config.stream = stream;
-        config.attrs = &dependent_launch, config.numAttrs = 1;
-        const Product* p = chain.data() + 4 * layer;
-        const float* layer_in = layer == 0 ? partials + product_warps : mlp_out + std::size_t(layer - 1) * kHidden;
-        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[0], p[1],
-                                 0, layer_in, layer == 0 ? product_warps : kHidden, partials),
-              "q+k+v");
-        check(cudaLaunchKernelEx(&config, one_product<1, kBlocksPerSm>, static_cast<const uint4*>(weights), p[1], p[2],
-                                 0, static_cast<const float*>(partials), product_warps, partials + product_warps),
-              "o");
-        config.gridDim = dim3(sms * mlp_blocks_per_sm);
-        check(cudaLaunchKernelEx(&config, fused_mlp, static_cast<const uint4*>(weights), p[2].first, p[3].first,
-                                 static_cast<const float*>(partials + product_warps), product_warps,
-                                 mlp_out + std::size_t(layer) * kHidden),
-              "fused_mlp");
-      }
-    });
-  };
-  const float fused_mlp_1_ms = fused_mlp_launches(1), fused_mlp_2_ms = fused_mlp_launches(2);
-  const float fused_mlp_4_ms = fused_mlp_launches(4);
-  // The same with the down partials summed in each block, then across a cluster, before the atomics.
-  const auto fused_mlp_cluster_launches = [&](auto kernel, int threads, int blocks_per_sm, int cluster_size) {
+  // kernel: fused_mlp, or an instance of fused_mlp_cluster (cluster_size > 1: launched in clusters).
+  const auto fused_mlp_launches = [&](auto kernel, int threads, int blocks_per_sm, int cluster_size) {
     const int product_blocks = sms * kBlocksPerSm, product_warps = product_blocks * (kThreads / 32);
     return time_graph([&] {
       check(cudaMemsetAsync(mlp_out, 0, std::size_t(kLayers) * kHidden * sizeof(float), stream), "zero");
@@ -362,15 +334,19 @@ int main(int argc, char** argv) {
         check(cudaLaunchKernelEx(&config, kernel, static_cast<const uint4*>(weights), p[2].first, p[3].first,
                                  static_cast<const float*>(partials + product_warps), product_warps,
                                  mlp_out + std::size_t(layer) * kHidden),
-              "fused_mlp_cluster");
+              "fused MLP");
       }
     });
   };
-  const float fused_1024_c1_ms = fused_mlp_cluster_launches(fused_mlp_cluster<1024, 1>, 1024, 1, 1);
-  const float fused_1024_c4_ms = fused_mlp_cluster_launches(fused_mlp_cluster<1024, 4>, 1024, 1, 4);
-  const float fused_512_c1_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 1>, 512, 2, 1);
-  const float fused_512_c4_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 4>, 512, 2, 4);
-  const float fused_512_c8_ms = fused_mlp_cluster_launches(fused_mlp_cluster<512, 8>, 512, 2, 8);
+  const float fused_mlp_1_ms = fused_mlp_launches(fused_mlp, kThreads, 1, 1);
+  const float fused_mlp_2_ms = fused_mlp_launches(fused_mlp, kThreads, 2, 1);
+  const float fused_mlp_4_ms = fused_mlp_launches(fused_mlp, kThreads, 4, 1);
+  // The same with the down partials summed in each block, then across a cluster, before the atomics.
+  const float fused_1024_c1_ms = fused_mlp_launches(fused_mlp_cluster<1024, 1>, 1024, 1, 1);
+  const float fused_1024_c4_ms = fused_mlp_launches(fused_mlp_cluster<1024, 4>, 1024, 1, 4);
+  const float fused_512_c1_ms = fused_mlp_launches(fused_mlp_cluster<512, 1>, 512, 2, 1);
+  const float fused_512_c4_ms = fused_mlp_launches(fused_mlp_cluster<512, 4>, 512, 2, 4);
+  const float fused_512_c8_ms = fused_mlp_launches(fused_mlp_cluster<512, 8>, 512, 2, 8);
   std::vector<float> mlp_check(kHidden);
   check(cudaMemcpy(mlp_check.data(), mlp_out + std::size_t(kLayers - 1) * kHidden, kHidden * sizeof(float),
                    cudaMemcpyDeviceToHost), "mlp outputs");
@@ -524,11 +500,8 @@ int main(int argc, char** argv) {
   row("launches, grids of 2 blocks an SM with the registers of 4 (room for the next), 1 step before the wait", room1_ms);
   row("launches, grids of 2 blocks an SM with the registers of 4, 2 steps before the wait", room2_ms);
   row("launches, grids of 1 block an SM with the registers of 4, 1 step before the wait", room1_one_block_ms);
-  row("launches, grids of 2 blocks an SM with the registers of 4, steps of 8 loads a lane, 1 before the wait",
-      room_deep_ms);
   row("launches, grids of 2 blocks an SM with the registers of 2, steps of 8 loads a lane, 1 before the wait",
       no_room_deep_ms);
-  row("launches, 4 blocks an SM, steps of 8 loads a lane, 1 before the wait", four_deep_ms);
   row("launches, pipelined (next step's loads before this one's sums), 4 blocks an SM, steps of 4", pipelined_4_ms);
   row("launches, pipelined, 2 blocks an SM, steps of 8", pipelined_2x8_ms);
   row("launches, pipelined, 3 blocks an SM, steps of 8", pipelined_3x8_ms);
