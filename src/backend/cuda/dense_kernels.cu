@@ -117,10 +117,11 @@ __global__ void rmsnorm_kernel(const float* x, const T* weight, int dim, float e
 
 // The same for rows of at most kRowQuads · 4 elements, a multiple of 4, with every pointer aligned
 // for 4-element loads and stores (the prefill's layer norms: 4,096 rows of 2,560 for Qwen3-4B). A
-// block of up to kRowThreads a row (fewer for short rows) holds the row in registers, 16-byte loads all in flight before the
-// one barrier. rmsnorm_kernel, one scalar element a thread and a second read of the row after its
-// barrier, took 42.7 µs for those rows (63 MB: ~15 µs of bytes); with this kernel a 32K Qwen3-4B
-// prefill runs 2.0% (swa) and 2.2% (Bifocal) faster on the H200 (docs/notes/cuda-stop26-2026-12-03.md).
+// block of up to kRowThreads a row (fewer for short rows) holds the row in registers, its 16-byte
+// loads all in flight before the one barrier. rmsnorm_kernel, one scalar element a thread and a
+// second read of the row after its barrier, took 42.7 µs for those rows (63 MB: ~15 µs of bytes);
+// with this kernel a 32K Qwen3-4B prefill runs 2.0% (swa) and 2.2% (Bifocal) faster on the H200
+// (docs/notes/cuda-stop26-2026-12-03.md).
 constexpr int kRowThreads = 128;
 constexpr int kQuadsPerThread = 8;
 constexpr int kRowQuads = kRowThreads * kQuadsPerThread;  // rows up to 4,096 elements
