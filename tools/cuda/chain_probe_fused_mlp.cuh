@@ -8,7 +8,7 @@
 //
 // Measured (stop 18: 34–40%; H200, 2026-12-03, two runs; docs/notes/cuda-stop26-2026-12-03.md), of the copy
 // bandwidth, against 76.4% for the chain of four launches a layer: fused_mlp at 1 / 2 / 4 blocks
-// an SM 26.3 / 35.5 / 29.9% (its 84 registers fit only 3 blocks of 256 an SM: the "4" is two
+// an SM 26.3 / 35.5 / 29.9% (its 84–86 registers fit only 3 blocks of 256 an SM: the "4" is two
 // waves); fused_mlp_cluster, partials summed in the block, 1 block of 1,024 an SM 63.4%, 2 of 512
 // 66.8%; summed over clusters of 4 or 8 before the atomics 42.9–47.7%. A block's two phases
 // (gate/up rows, then W_downᵀ rows once SwiGLU is known) are a boundary of their own, with no
@@ -30,6 +30,17 @@ constexpr int kMlpMaxRows = 80;                                      // intermed
 
 static_assert(kRowChunks % 32 == 0, "gate/up rows are dealt out 32 chunks at a time");
 
+// acc[i] += weight · (the 8 bf16 values of raw)[i]: one W_downᵀ chunk scaled by its row's h.
+__device__ void add_scaled8(float (&acc)[8], float weight, const uint4& raw) {
+  const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __bfloat1622float2(pair[k]);
+    acc[2 * k] = fmaf(weight, f.x, acc[2 * k]);
+    acc[2 * k + 1] = fmaf(weight, f.y, acc[2 * k + 1]);
+  }
+}
+
 // A block's slice of the intermediate, [first_row, first_row + rows), and its 2·rows gate/up rows
 // (item i < rows: gate row first_row + i; else up row first_row + i − rows). gate_up_first: the gate
 // rows [0, I) then the up rows [I, 2I) of the weight buffer, each kRowChunks chunks.
@@ -38,19 +49,22 @@ struct MlpSlice {
   std::int64_t gate_up_first;
   int first_row, rows;
 
-  __device__ static MlpSlice of_block(const uint4* weights, std::int64_t gate_up_first) {
-    const int first = kIntermediate * blockIdx.x / gridDim.x;
-    return {weights, gate_up_first, first, kIntermediate * int(blockIdx.x + 1) / int(gridDim.x) - first};
+  // This block's slice; `first` gets the warp's first gate/up row, loaded before the kernel waits
+  // for the previous one (as the launch chain's kernels do: the weights depend on no kernel).
+  __device__ static MlpSlice of_block(const uint4* weights, std::int64_t gate_up_first,
+                                      uint4 (&first)[kGateUpLoads]) {
+    const int first_row = kIntermediate * blockIdx.x / gridDim.x;
+    const MlpSlice slice{weights, gate_up_first, first_row,
+                         kIntermediate * int(blockIdx.x + 1) / int(gridDim.x) - first_row};
+    const int warp = threadIdx.x / 32;
+    if (warp < 2 * slice.rows)
+#pragma unroll
+      for (int j = 0; j < kGateUpLoads; ++j) first[j] = __ldcs(slice.gate_up_row(warp) + threadIdx.x % 32 + 32 * j);
+    return slice;
   }
   __device__ const uint4* gate_up_row(int item) const {
     const std::int64_t row = item < rows ? first_row + item : kIntermediate + first_row + (item - rows);
     return weights + gate_up_first + row * kRowChunks;
-  }
-  // The warp's first gate/up row, loaded before the wait (as the launch chain's kernels do).
-  __device__ void load_first_row(int warp, uint4 (&first)[kGateUpLoads]) const {
-    if (warp < 2 * rows)
-#pragma unroll
-      for (int j = 0; j < kGateUpLoads; ++j) first[j] = __ldcs(gate_up_row(warp) + threadIdx.x % 32 + 32 * j);
   }
   // h[r] = silu(gate_r · x) · (up_r · x) for the slice's rows: a warp a gate or up row (Warps warps),
   // every lane kGateUpLoads chunks in flight; the warp's first row from `first`. Ends in a barrier.
@@ -86,10 +100,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float gate_up[2 * kMlpMaxRows];
   __shared__ float h[kMlpMaxRows];
   cudaTriggerProgrammaticLaunchCompletion();
-  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first);
-  const int first_row = slice.first_row, rows = slice.rows;
   uint4 first[kGateUpLoads];
-  slice.load_first_row(threadIdx.x / 32, first);
+  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first, first);
+  const int first_row = slice.first_row, rows = slice.rows;
   cudaGridDependencySynchronize();
   rebuild_x(in, in_count, x);
   slice.swiglu<kThreads / 32>(x, first, gate_up, h);
@@ -104,14 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int part = 0; part < kDownParts; ++part) {
       const int c = threadIdx.x + part * kThreads;
       if (c >= kRowChunks) continue;
-      const uint4 raw = __ldcs(source + c);
-      const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 f = __bfloat1622float2(pair[k]);
-        acc[part][2 * k] = fmaf(weight, f.x, acc[part][2 * k]);
-        acc[part][2 * k + 1] = fmaf(weight, f.y, acc[part][2 * k + 1]);
-      }
+      add_scaled8(acc[part], weight, __ldcs(source + c));
     }
   }
 #pragma unroll
@@ -141,10 +147,9 @@ __global__ void __launch_bounds__(Threads, 1024 / Threads)
   __shared__ float partial[kHidden];
   __shared__ float sums[kWarps];
   cudaTriggerProgrammaticLaunchCompletion();
-  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first);
-  const int first_row = slice.first_row, rows = slice.rows;
   uint4 first[kGateUpLoads];
-  slice.load_first_row(threadIdx.x / 32, first);
+  const MlpSlice slice = MlpSlice::of_block(weights, gate_up_first, first);
+  const int first_row = slice.first_row, rows = slice.rows;
   for (int i = threadIdx.x; i < kHidden; i += Threads) partial[i] = 0.0f;
   cudaGridDependencySynchronize();
   rebuild_x<Threads>(in, in_count, x, sums, [] { __syncthreads(); });
@@ -165,14 +170,7 @@ __global__ void __launch_bounds__(Threads, 1024 / Threads)
 #pragma unroll
       for (int u = 0; u < kDownUnroll; ++u) {
         const int r = r0 + u * kGroups;
-        const float weight = r < rows ? h[r] : 0.0f;
-        const __nv_bfloat162* pair = reinterpret_cast<const __nv_bfloat162*>(&raw[u]);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 f = __bfloat1622float2(pair[k]);
-          acc[2 * k] = fmaf(weight, f.x, acc[2 * k]);
-          acc[2 * k + 1] = fmaf(weight, f.y, acc[2 * k + 1]);
-        }
+        add_scaled8(acc, r < rows ? h[r] : 0.0f, raw[u]);
       }
     }
 #pragma unroll

@@ -13,33 +13,29 @@
 
 namespace chain_probe {
 
+// Step `first` of a warp's share that ends at `end`: Unroll 16-byte loads a lane (zeros past `end`).
+template <int Unroll>
+__device__ void load_step(const uint4* weights, std::int64_t first, std::int64_t end, uint4 (&w)[Unroll]) {
+#pragma unroll
+  for (int u = 0; u < Unroll; ++u) {
+    const std::int64_t c = first + u * 32 + threadIdx.x % 32;
+    w[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // stream_product with the loads of step s + 1 issued before step s is summed (two steps of
-// registers): a lane always has Unroll loads in flight while it computes. `first_step` holds step 0
-// (loaded before the wait, or not yet when !have_first).
+// registers): a lane always has Unroll loads in flight while it computes. `current` holds step 0,
+// loaded before the wait.
 template <int Unroll>
 __device__ void stream_product_pipelined(const uint4* weights, const Product& p, const float* x, int warp, int warps,
-                                         const uint4 (&first_step)[Unroll], bool have_first, float* partials) {
+                                         uint4 (&current)[Unroll], float* partials) {
   const int lane = threadIdx.x % 32;
   std::int64_t begin, end;
   share_of(p, warp, warps, begin, end);
-  const auto load_step = [&](std::int64_t first, uint4 (&w)[Unroll]) {
-#pragma unroll
-    for (int u = 0; u < Unroll; ++u) {
-      const std::int64_t c = first + u * 32 + lane;
-      w[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  uint4 current[Unroll];
-  if (have_first) {
-#pragma unroll
-    for (int u = 0; u < Unroll; ++u) current[u] = first_step[u];
-  } else {
-    load_step(begin, current);
-  }
   float sum = 0.0f;
   for (std::int64_t first = begin; first < end; first += 32 * Unroll) {
     uint4 next[Unroll];
-    load_step(first + 32 * Unroll, next);  // past `end` loads nothing
+    load_step(weights, first + 32 * Unroll, end, next);  // past `end` loads nothing
 #pragma unroll
     for (int u = 0; u < Unroll; ++u) {
       const std::int64_t c = first + u * 32 + lane;
@@ -64,15 +60,11 @@ __global__ void __launch_bounds__(kThreads, BlocksPerSm)
   cudaTriggerProgrammaticLaunchCompletion();
   std::int64_t begin, end;
   share_of(product, warp, warps, begin, end);
-  uint4 first_step[Unroll];  // the weights depend on no earlier kernel
-#pragma unroll
-  for (int u = 0; u < Unroll; ++u) {
-    const std::int64_t c = begin + u * 32 + threadIdx.x % 32;
-    first_step[u] = c < end ? __ldcs(weights + c) : make_uint4(0, 0, 0, 0);
-  }
+  uint4 first_step[Unroll];
+  load_step(weights, begin, end, first_step);  // the weights depend on no earlier kernel
   cudaGridDependencySynchronize();
   rebuild_x(in, in_count, x);
-  stream_product_pipelined(weights, product, x, warp, warps, first_step, true, out);
+  stream_product_pipelined(weights, product, x, warp, warps, first_step, out);
 }
 
 }  // namespace chain_probe
