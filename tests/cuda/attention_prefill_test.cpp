@@ -25,6 +25,7 @@
 #include "cuda/attention_test_support.h"
 #include "cuda/cuda_test_support.h"
 #include "numerics.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -76,8 +77,11 @@ std::vector<std::int64_t> prefill_key_positions(const PrefillCase& c, std::mt199
   return positions;
 }
 
+// gated: Bifocal's window branch, each output row (t, h) scaled by 1 − sigmoid(gate[t·stride + h])
+// (PrefillAttentionArgs::output_gate), the gates in rows wider than the heads (stride Hq + 3, the
+// gate at column 3 + h: the other columns would show if read).
 template <typename T, typename OutT>
-double prefill_error(const PrefillCase& c, std::mt19937& rng) {
+double prefill_error(const PrefillCase& c, std::mt19937& rng, bool gated = false) {
   const int d = c.head_dim;
   const std::size_t row = std::size_t(c.kv_heads) * d;
   const auto key_positions = prefill_key_positions(c, rng);
@@ -100,9 +104,17 @@ double prefill_error(const PrefillCase& c, std::mt19937& rng) {
                           .num_keys = std::int64_t(ref.positions.size()), .query_heads = c.query_heads,
                           .kv_heads = c.kv_heads, .head_dim = d, .window = c.window, .sink_tokens = c.sink_tokens,
                           .learned_sinks = c.learned_sink ? sinks.data() : nullptr, .out = want.data()});
+  const int gate_stride = c.query_heads + 3;
+  const auto gates = random_vector(std::size_t(c.n) * gate_stride, rng, 4.0f);
+  if (gated)
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const std::size_t row = i / d, token = row / c.query_heads, head = row % c.query_heads;
+      want[i] = float(want[i] * (1.0 - 1.0 / (1.0 + std::exp(-double(gates[token * gate_stride + 3 + head])))));
+    }
 
   const DeviceBuffer<float> device_queries{std::span<const float>(queries)}, device_sinks{std::span<const float>(sinks)};
   const DeviceBuffer<std::int64_t> device_positions{std::span<const std::int64_t>(positions)};
+  const DeviceBuffer<float> device_gates{std::span<const float>(gates)};
   const DeviceBuffer<T> device_keys{std::span<const T>(to_storage<T>(keys.keys))};
   const DeviceBuffer<T> device_values{std::span<const T>(to_storage<T>(keys.values))};
   const DeviceBuffer<std::int64_t> device_key_positions{std::span<const std::int64_t>(key_positions)};
@@ -113,7 +125,8 @@ double prefill_error(const PrefillCase& c, std::mt19937& rng) {
       .values = device_values.data(),
       .key_positions = c.layout == Layout::Linear ? nullptr : device_key_positions.data(), .num_keys = num_keys,
       .query_heads = c.query_heads, .kv_heads = c.kv_heads, .head_dim = d, .window = c.window,
-      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr};
+      .sink_tokens = c.sink_tokens, .learned_sinks = c.learned_sink ? device_sinks.data() : nullptr,
+      .output_gate = gated ? device_gates.data() + 3 : nullptr, .output_gate_stride = gate_stride};
   cuda::attention_prefill(device_args, out.data(), nullptr);
   cuda::check(cudaDeviceSynchronize(), "attention_prefill");
   return relative_error(download_floats(out), want);
@@ -146,6 +159,28 @@ TEST_P(CudaPrefillAttention, MatchesCpuForBf16Fp16AndFp32Storage) {
   EXPECT_LT((prefill_error<__half, __half>(c, seeded.rng)), sixteen_bit_keys_tolerance(c, kFp16Tolerance))
       << "fp16 keys, fp16 out";
   EXPECT_LT((prefill_error<float, __nv_bfloat16>(c, seeded.rng)), kBf16Tolerance) << "fp32 keys, bf16 out";
+}
+
+// Bifocal's window branch: the rows scaled by the window's share of the mix, on both kernels.
+TEST_P(CudaPrefillAttention, ScalesEachRowByTheWindowShareOfBifocalsMix) {
+  const PrefillCase c = GetParam();
+  Seeded seeded;
+  SCOPED_TRACE("seed " + std::to_string(seeded.seed));
+  EXPECT_LT((prefill_error<__nv_bfloat16, __nv_bfloat16>(c, seeded.rng, true)),
+            sixteen_bit_keys_tolerance(c, kBf16Tolerance))
+      << "bf16 keys, bf16 out";
+  EXPECT_LT((prefill_error<float, float>(c, seeded.rng, true)), kFp32Tolerance) << "fp32 keys, fp32 out";
+}
+
+TEST(CudaPrefillAttentionArguments, AnOutputGateRowShorterThanTheQueryHeadsIsRefusedByName) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const DeviceBuffer<float> buffer(64);
+  const cuda::PrefillAttentionArgs<float> args{.queries = buffer.data(), .n = 1, .num_keys = 1, .query_heads = 4,
+                                               .kv_heads = 1, .head_dim = 8, .output_gate = buffer.data(),
+                                               .output_gate_stride = 3};
+  DeviceBuffer<float> out(32);
+  testing::expect_error([&] { cuda::attention_prefill(args, out.data(), nullptr); },
+                        {"attention", "output gate stride 3", "4 query heads"});
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(Pref
     q[c] = make_float4(x.x * q_scale, x.y * q_scale, x.z * q_scale, x.w * q_scale);
     acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
+  const float out_scale = i < a.n ? device::bifocal_window_share(a.output_gate, a.output_gate_stride, i, h) : 1.0f;
   float m = a.learned_sinks ? a.learned_sinks[h] * kLog2e : -INFINITY;
   float l = a.learned_sinks ? 1.0f : 0.0f;
 
@@ -156,7 +157,9 @@ __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(Pref
 #pragma unroll
   for (int c = 0; c < CHUNKS; ++c) {
     const int col = 16 * c + 4 * quarter;
-    if (col < d) store4(out_row + col, make_float4(acc[c].x / l, acc[c].y / l, acc[c].z / l, acc[c].w / l));
+    if (col < d)
+      store4(out_row + col, make_float4(out_scale * (acc[c].x / l), out_scale * (acc[c].y / l),
+                                        out_scale * (acc[c].z / l), out_scale * (acc[c].w / l)));
   }
 }
 
@@ -175,6 +178,9 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
     fail("attention", "CUDA head_dim must be a multiple of 8 in [8, 256], got " + std::to_string(a.head_dim));
   if (a.kv_heads <= 0 || a.query_heads % a.kv_heads != 0)
     fail("attention", "query heads must be a multiple of KV heads");
+  if (a.output_gate != nullptr && a.output_gate_stride < a.query_heads)
+    fail("attention", "output gate stride " + std::to_string(a.output_gate_stride) + " is less than the " +
+                          std::to_string(a.query_heads) + " query heads");
   if (a.n <= 0) return;
   if constexpr (sizeof(T) == 2) {
     if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream);

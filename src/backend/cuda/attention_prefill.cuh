@@ -32,7 +32,13 @@ struct PrefillAttentionArgs {
   int window = 0;                     // 0: full attention; else backend.h's key_visible rule
   int sink_tokens = 0;
   const float* learned_sinks = nullptr;  // [query_heads] or nullptr: e^{S_h} joins the denominator
+  // Bifocal's window branch (DESIGN.md bifocal): each output row (token t, query head h) scaled by
+  // 1 − o, o = sigmoid(output_gate[t·output_gate_stride + h]), the window's share of the mix, onto
+  // which the mLSTM prefill adds o·h (recurrent_chunkwise.cuh's MlstmOutputMix). nullptr: none.
+  const float* output_gate = nullptr;
+  int output_gate_stride = 0;  // ≥ query_heads
 };
+
 
 // out[n, query_heads, head_dim] (OutT = float, or T for the o_proj input) =
 // CpuBackend::attention on the same arguments (to fp32 rounding on the SIMT kernel; within the

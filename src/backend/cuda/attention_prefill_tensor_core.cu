@@ -108,6 +108,7 @@ struct SharedStorage {
   std::uint32_t full_tiles[kBitmapWords];              // every row sees every key: no mask needed
   std::uint32_t ragged_tiles[kBitmapWords];            // some key is seen by no row: zero its value row
   std::int64_t row_positions[kBlockRows];              // −1 for a padding row past n (sees no key)
+  float row_scales[kBlockRows];                        // 1, or Bifocal's 1 − o (output_gate)
   std::int64_t warp_first[kWarps], warp_last[kWarps];  // spans of query positions (block_span)
 };
 
@@ -413,6 +414,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   if (threadIdx.x < kBlockRows) {
     const int token = first_token + int(threadIdx.x) / heads;
     shared.row_positions[threadIdx.x] = token < a.n ? a.positions[token] : -1;
+    shared.row_scales[threadIdx.x] =  // read now, so that the epilogue waits on no load
+        token < a.n ? device::bifocal_window_share(a.output_gate, a.output_gate_stride, token,
+                                                   first_head + int(threadIdx.x) % heads)
+                    : 1.0f;
   }
   const int block_tokens = min(tokens_per_block, a.n - first_token);
   std::int64_t first = INT64_MAX, last = INT64_MIN;
@@ -485,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     buffer ^= 1;
   }
 
-  // 5. o = O / (the row's four lanes' l + the learned sink's 2^{S − m}).
+  // 5. o = O / (the row's four lanes' l + the learned sink's 2^{S − m}), times Bifocal's 1 − o.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = warp * kWarpRows + lane / 4 + 8 * r;
@@ -495,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     l += __shfl_xor_sync(kFullWarp, l, 2);
     if (a.learned_sinks != nullptr) l += exp2_fast(a.learned_sinks[head] * kLog2e - rows.m[r]);
     if (token >= a.n) continue;
-    const float inverse = 1.0f / l;
+    const float inverse = shared.row_scales[row] / l;
     OutT* out_row = out + (std::size_t(token) * a.query_heads + head) * D + first_value_column + 2 * quad;
 #pragma unroll
     for (int nt = 0; nt < DV / 8; ++nt)

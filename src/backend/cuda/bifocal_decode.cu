@@ -27,16 +27,15 @@
 // mLSTM step pays one round trip (~2 µs expected, DESIGN.md "Measuring": a Qwen3-4B layer's
 // Bifocal decode should then cost swa's + ~2 µs).
 //
-// bifocal_mix is the prefill's mix, one elementwise kernel (3·sizeof(T) bytes per element).
+// The prefill's mix has no kernel of its own: the window attention writes (1 − o)·SWA and the
+// mLSTM outputs kernel adds o·mLSTM onto it (recurrent_chunkwise.cuh's MlstmOutputMix).
 #include "backend/cuda/bifocal_decode.cuh"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "bifocal/error.h"
 
@@ -51,39 +50,6 @@ struct BifocalWorkspace {
         window_offset((attention_bytes + 255) / 256 * 256),
         total_bytes(window_offset + std::size_t(shape.query_heads) * shape.head_dim * sizeof(float)) {}
 };
-
-// out = o·memory + (1 − o)·window, o = sigmoid(gate), in the storage type T: both branches come in
-// T (as swa's and mlstm's outputs do) and the mix is rounded once more. Memory bound: 3·sizeof(T)
-// bytes an element. Four elements a thread where a head's d is a multiple of 4 (they share one
-// gate). Each thread reads its elements before it writes them, so out may be either branch.
-// Its own grid-stride loop rather than dense_kernels.cu's for_each_element: written with that one
-// (moved into a header; the same PTX loop body) it took 34.4 µs a 4,096-token Qwen3-4B launch
-// against 28.5 µs with this one on the H200 (stop 20, three runs each; the cause was not found).
-template <typename T>
-__global__ void bifocal_mix_kernel(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out,
-                                   T* out, std::int64_t count, int query_heads, int head_dim) {
-  device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();  // both branches and the gates come from earlier kernels
-  const auto gate_of = [&](std::int64_t element) {  // token element / (Hq·d), head (element / d) % Hq
-    const std::int64_t row = element / head_dim;
-    const float o = 1.0f / (1.0f + expf(-mix_gate[row / query_heads * gate_stride + row % query_heads]));
-    return o;  // as bifocal_mixer.cpp
-  };
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  if (head_dim % 4 == 0) {
-    for (std::int64_t q = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; q < count / 4; q += stride) {
-      const float o = gate_of(4 * q);
-      const float4 m = device::load4(mlstm_out + 4 * q), w = device::load4(window_out + 4 * q);
-      device::store4(out + 4 * q, make_float4(o * m.x + (1.0f - o) * w.x, o * m.y + (1.0f - o) * w.y,
-                                              o * m.z + (1.0f - o) * w.z, o * m.w + (1.0f - o) * w.w));
-    }
-    return;
-  }
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count; i += stride) {
-    const float o = gate_of(i);
-    out[i] = device::from_float<T>(o * device::to_float(mlstm_out[i]) + (1.0f - o) * device::to_float(window_out[i]));
-  }
-}
 
 }  // namespace
 
@@ -124,29 +90,5 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream) {
 template void bifocal_decode<__nv_bfloat16>(const BifocalDecodeArgs<__nv_bfloat16>&, cudaStream_t);
 template void bifocal_decode<float>(const BifocalDecodeArgs<float>&, cudaStream_t);
 template void bifocal_decode<__half>(const BifocalDecodeArgs<__half>&, cudaStream_t);
-
-template <typename T>
-void bifocal_mix(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out, T* out, int n,
-                 int query_heads, int head_dim, cudaStream_t stream) {
-  const std::int64_t count = std::int64_t(n) * query_heads * head_dim;
-  if (count == 0) return;
-  if (gate_stride < query_heads)
-    fail("bifocal_mix", "gate stride " + std::to_string(gate_stride) + " is less than the " +
-                            std::to_string(query_heads) + " query heads");
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(T)) == 0; };
-  if (head_dim % 4 == 0 && !(aligned(mlstm_out) && aligned(window_out) && aligned(out)))
-    fail("bifocal_mix", "the branches and the output must be aligned to 4 elements");
-  constexpr int threads = 256;
-  const std::int64_t items = head_dim % 4 == 0 ? count / 4 : count;
-  const int blocks = int(std::min<std::int64_t>((items + threads - 1) / threads, 4096));
-  launch_dependent(bifocal_mix_kernel<T>, dim3(blocks), dim3(threads), 0, stream, "bifocal_mix_kernel", mix_gate,
-                   gate_stride, mlstm_out, window_out, out, count, query_heads, head_dim);
-}
-
-template void bifocal_mix<__nv_bfloat16>(const float*, int, const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
-                                         int, int, int, cudaStream_t);
-template void bifocal_mix<float>(const float*, int, const float*, const float*, float*, int, int, int, cudaStream_t);
-template void bifocal_mix<__half>(const float*, int, const __half*, const __half*, __half*, int, int, int,
-                                  cudaStream_t);
 
 }  // namespace bifocal::cuda

@@ -65,14 +65,4 @@ std::size_t bifocal_decode_workspace_bytes(const cpu::MlstmShape& shape, int win
 template <typename T>
 void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream);
 
-// The same mix for n tokens (the prefill path, after the window attention and the chunkwise
-// mLSTM have run separately), in the storage type: out[i, h, :] = T(o·mlstm_out[i, h, :] +
-// (1 − o)·window_out[i, h, :]), o = sigmoid(mix_gate[i·gate_stride + h]). mix_gate rows of
-// gate_stride ≥ Hq floats; mlstm_out, window_out, out [n, Hq, d] in T; out may be either branch
-// (the mixer writes over its window branch). Where d is a multiple of 4 the three must be aligned
-// to 4 elements (else bifocal::Error).
-template <typename T>
-void bifocal_mix(const float* mix_gate, int gate_stride, const T* mlstm_out, const T* window_out, T* out, int n,
-                 int query_heads, int head_dim, cudaStream_t stream);
-
 }  // namespace bifocal::cuda

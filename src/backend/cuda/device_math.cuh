@@ -101,6 +101,31 @@ __device__ __forceinline__ float4 load4(const T* src) {
   }
 }
 
+// Two floats added into 2 consecutive elements of T in place, aligned, as reductions in L2 (no
+// value comes back, so the thread does not wait for it): the sum is rounded to T once. Other
+// writers of the same elements at the same time are summed in some order.
+template <typename T>
+__device__ __forceinline__ void add2(T* dst, float a, float b) {
+  if constexpr (std::is_same_v<T, float>) {
+    atomicAdd(dst, a);
+    atomicAdd(dst + 1, b);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    asm volatile("red.global.add.noftz.f16x2 [%0], %1;\n" ::"l"(dst), "r"(pack_pair<T>(a, b)) : "memory");
+  } else {
+    asm volatile("red.global.add.noftz.bf16x2 [%0], %1;\n" ::"l"(dst), "r"(pack_pair<T>(a, b)) : "memory");
+  }
+}
+
+// Bifocal's memory weight o = sigmoid(mix gate) (DESIGN.md bifocal, as mixer/bifocal_mixer.cpp):
+// out = o·mLSTM + (1 − o)·window.
+__device__ __forceinline__ float bifocal_memory_weight(float mix_gate) { return 1.0f / (1.0f + expf(-mix_gate)); }
+// The window branch's share 1 − o of output row (token, head), from a token's mix gates in rows of
+// `stride`; 1 without a gate (swa's attention, which shares the prefill kernels).
+__device__ __forceinline__ float bifocal_window_share(const float* mix_gate, int stride, int token, int head) {
+  if (mix_gate == nullptr) return 1.0f;
+  return 1.0f - bifocal_memory_weight(mix_gate[std::size_t(token) * stride + head]);
+}
+
 // 16 bytes of T as floats: 8 bf16, 8 fp16 or 4 fp32 (the pointer argument only selects the
 // overload).
 template <typename T>

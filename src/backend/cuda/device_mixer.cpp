@@ -156,7 +156,7 @@ DeviceMixerScratchSizes DeviceMixer<T>::scratch_sizes(std::int64_t capacity, int
                                       mlstm_products_of<T>()));
   }
   if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) sizes.branch = n * out_row;
-  if (spec_.kind == Kind::Bifocal) sizes.memory_branch = n * out_row;
+  sizes.side_stream = spec_.kind == Kind::Bifocal;
   return sizes;
 }
 
@@ -165,7 +165,7 @@ void DeviceMixerScratchSizes::grow_to(const DeviceMixerScratchSizes& other) {
   gathered_positions = std::max(gathered_positions, other.gathered_positions);
   gates = std::max(gates, other.gates);
   branch = std::max(branch, other.branch);
-  memory_branch = std::max(memory_branch, other.memory_branch);
+  side_stream = side_stream || other.side_stream;
   workspace_bytes = std::max(workspace_bytes, other.workspace_bytes);
 }
 
@@ -177,9 +177,8 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
   scratch.gathered_positions = DeviceBuffer<std::int64_t>(gathered_positions);
   scratch.gates = DeviceBuffer<float>(gates);
   scratch.branch = DeviceBuffer<float>(branch);
-  scratch.memory_branch = DeviceBuffer<T>(memory_branch);
   scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
-  if (memory_branch > 0) scratch.side_stream = SideStream::create();  // Bifocal's prefill
+  if (side_stream) scratch.side_stream = SideStream::create();
   return scratch;
 }
 
@@ -214,7 +213,7 @@ void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerSta
 // (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
 template <typename T>
 void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out,
-                                    cudaStream_t stream) const {
+                                    cudaStream_t stream, const float* mix_gate) const {
   const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
   check(cudaMemcpyAsync(s.shared->gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
   check(cudaMemcpyAsync(s.shared->gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
@@ -232,7 +231,8 @@ void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerSt
                                      .key_positions = s.shared->gathered_positions.data(), .num_keys = w + in.n,
                                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
-                                     .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr};
+                                     .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
+                                     .output_gate = mix_gate, .output_gate_stride = gate_count()};
   attention_prefill<T, T>(args, out, stream);
   store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
                     shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
@@ -279,19 +279,18 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
-      // The two branches at once (SideStream): the window's on the side stream, straight into
-      // out; the mLSTM's (its gate product, then the chunkwise kernels) on `stream`, into
-      // memory_branch. The mix after both, written over out (bifocal_mix reads each element
-      // before it writes it). Both in T, as swa and mlstm deliver theirs.
-      const float* gates = s.shared->gates.data();
-      T* memory_branch = s.shared->memory_branch.data();
-      window_prefill(in, s, out, s.shared->side_stream.fork(stream));
+      // The gates first: both branches take their share of the mix from them. Then the two
+      // branches at once (SideStream): the window's on the side stream, (1 − o)·SWA straight into
+      // out; the mLSTM's chunkwise kernels on `stream`, whose last one waits for the window and
+      // adds o·mLSTM onto it in L2 (MlstmOutputMix): no pass of its own, no mLSTM branch buffer.
       gate_products(in, s, &cublas, stream);
+      const float* gates = s.shared->gates.data();
+      const float* mix_gate = gates + 2 * mlstm.states;
+      window_prefill(in, s, out, s.shared->side_stream.fork(stream), mix_gate);
+      const cudaEvent_t window_done = s.shared->side_stream.record_done();
       mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       memory_branch, mlstm_products, scratch_of(s), stream);
-      s.shared->side_stream.join(stream);
-      bifocal_mix<T>(gates + 2 * mlstm.states, gate_count(), memory_branch, out, out, in.n, shape_.query_heads,
-                     shape_.head_dim, stream);
+                       out, mlstm_products, scratch_of(s), stream,
+                       {.gate = mix_gate, .gate_stride = gate_count(), .window_done = window_done});
       return;
     }
   }

@@ -51,21 +51,20 @@ struct DeviceMixerScratch {
   DeviceBuffer<std::int64_t> gathered_positions;   // [slots + chunk]
   DeviceBuffer<float> gates;                       // [chunk, G]: a token's input, forget (and mix) gates
   DeviceBuffer<float> branch;                      // [chunk, Hq, d]: linear's and lolcats's fp32 output
-  DeviceBuffer<T> memory_branch;                   // [chunk, Hq, d]: Bifocal's mLSTM output
   DeviceBuffer<std::byte> workspace;               // kernel workspaces (attention splits, chunkwise)
-  SideStream side_stream;                          // Bifocal's prefill: its two branches at once
+  SideStream side_stream;                          // Bifocal's prefill: its window branch beside the mLSTM's
 
   std::size_t bytes() const {
     return gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +
-           branch.bytes() + memory_branch.bytes() + workspace.bytes();
+           branch.bytes() + workspace.bytes();
   }
 };
 
 // Element counts of each scratch buffer one layer needs; a session allocates the largest of each
 // over its layers.
 struct DeviceMixerScratchSizes {
-  std::size_t gathered_elements = 0, gathered_positions = 0, gates = 0, branch = 0, memory_branch = 0,
-              workspace_bytes = 0;
+  std::size_t gathered_elements = 0, gathered_positions = 0, gates = 0, branch = 0, workspace_bytes = 0;
+  bool side_stream = false;  // Bifocal's prefill
   void grow_to(const DeviceMixerScratchSizes& other);
   template <typename T>
   DeviceMixerScratch<T> allocate() const;
@@ -117,7 +116,9 @@ class DeviceMixer {
 
  private:
   int state_heads() const;
-  void window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream) const;
+  // mix_gate: Bifocal's window branch, its output rows scaled by 1 − sigmoid(mix gate).
+  void window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
+                      const float* mix_gate = nullptr) const;
   void gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, const CublasHandle* cublas,
                      cudaStream_t stream) const;
 

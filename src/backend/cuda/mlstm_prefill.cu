@@ -18,6 +18,10 @@
 //      for the state's G query heads (the normaliser path, double).
 //   4. outputs (state head × chunk, its G query heads one after another):
 //      h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6).
+//   Bifocal (MlstmOutputMix): kernel 3 folds the mix weight o_τ = sigmoid(mix gate) into the
+//   inverse denominators, and kernel 4 adds o_τ·h_τ onto the window branch's (1 − o_τ)·SWA in L2
+//   (red.global.add): the mix costs no pass and no load the outputs kernel would wait on (a mix
+//   that read the window branch in this epilogue cost more than its own pass: stop 20).
 //
 // The stabilizer m. DESIGN.md's m_t = max(logf + m_{t−1}, ĩ_t) is stepped in fp32 by the CPU (an
 // fp32 sum cannot resolve logf ≈ −3e-7 next to m ≈ 15, so m_t then stays put); the outputs see m
@@ -394,12 +398,12 @@ __global__ void __launch_bounds__(output_threads(kProducts == MlstmProducts::Fp3
         if (tile >= value_tiles) continue;
         const int row = 16 * row_tile[m] + g, column = 8 * tile + 2 * t;
         const float* inverse = inverse_denominators + head * L;
-        Out* out = static_cast<Out*>(a.out) + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d +
-                   column;
-        if (row < count) device::store2(out, acc[m][i][0] * inverse[row], acc[m][i][1] * inverse[row]);
+        if (row < count)
+          store_output_pair<Out>(a, first_token + row, first_head + head, column, acc[m][i][0] * inverse[row],
+                                 acc[m][i][1] * inverse[row]);
         if (row + 8 < count)
-          device::store2(out + std::size_t(8) * a.query_heads * d, acc[m][i][2] * inverse[row + 8],
-                         acc[m][i][3] * inverse[row + 8]);
+          store_output_pair<Out>(a, first_token + row + 8, first_head + head, column, acc[m][i][2] * inverse[row + 8],
+                                 acc[m][i][3] * inverse[row + 8]);
       }
     __syncthreads();  // S' is rewritten by the next head
   }
@@ -450,7 +454,7 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, MlstmOutputMix mix) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
@@ -458,6 +462,9 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   if (gates.stride < shape.states)
     fail("mlstm_prefill", "gate stride " + std::to_string(gates.stride) + " is less than the " +
                               std::to_string(shape.states) + " state heads");
+  if (mix.gate != nullptr && mix.gate_stride < shape.query_heads)
+    fail("mlstm_prefill", "mix gate stride " + std::to_string(mix.gate_stride) + " is less than the " +
+                              std::to_string(shape.query_heads) + " query heads");
   PrefillArgs args{};
   args.n = n;
   args.chunk = chunk_length(shape, products);
@@ -467,6 +474,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   args.q = q, args.k = k, args.v = v, args.gates = gates;
   args.state = state;
   args.out = out;
+  args.mix = mix;
   args.products = products;
   const bool bf16 = bf16_outputs(shape, args.chunk, products);
   args.work = carve_workspace(shape, n, args.chunk, bf16, workspace, nullptr);
@@ -475,6 +483,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
+  if (mix.window_done != nullptr) check(cudaStreamWaitEvent(stream, mix.window_done, 0), "mlstm_prefill");
   if (bf16) {
     launch_chunk_outputs_bf16<Out>(args, stream);
     return;
@@ -495,11 +504,12 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 }
 
 template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
-                                   int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t);
+                                   int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix);
 template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
                                            MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
-                                           void*, cudaStream_t);
+                                           void*, cudaStream_t, MlstmOutputMix);
 template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
-                                    int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t);
+                                    int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t,
+                                    MlstmOutputMix);
 
 }  // namespace bifocal::cuda

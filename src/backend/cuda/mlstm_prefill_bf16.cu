@@ -327,12 +327,12 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
           const float* tile = acc[m][2 * i + half];
           const int row = 16 * row_tile[m] + g, column = first_column + 16 * pair + 8 * half + 2 * t;
           const float* inverse = inverse_denominators + head * L;
-          Out* out = static_cast<Out*>(a.out) + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d +
-                     column;
-          if (row < count) device::store2(out, tile[0] * inverse[row], tile[1] * inverse[row]);
+          if (row < count)
+            store_output_pair<Out>(a, first_token + row, first_head + head, column, tile[0] * inverse[row],
+                                   tile[1] * inverse[row]);
           if (row + 8 < count)
-            device::store2(out + std::size_t(8) * a.query_heads * d, tile[2] * inverse[row + 8],
-                           tile[3] * inverse[row + 8]);
+            store_output_pair<Out>(a, first_token + row + 8, first_head + head, column, tile[2] * inverse[row + 8],
+                                   tile[3] * inverse[row + 8]);
         }
       }
     __syncthreads();  // S' is rewritten by the next head

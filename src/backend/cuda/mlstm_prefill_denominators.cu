@@ -180,14 +180,23 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
     }
   }
   __syncthreads();
+  // Bifocal (a.mix.gate set): the outputs' memory weight o = sigmoid(mix gate) joins the inverse
+  // denominator, so that kernel 4 writes o·h onto the window branch (MlstmOutputMix).
   for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
-    const int row_of_item = item % L;
+    const int row_of_item = item % L, head = item / L;
+    if (row_of_item >= count) {
+      a.work.inverse_denominators[chunk_index * group * L + item] = 0.0f;
+      continue;
+    }
     double query_normalizer = 0.0;
     for (int column_group_index = 0; column_group_index < layout.column_groups; ++column_group_index)
       query_normalizer += partials[column_group_index * group * L + item];
     const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
-    a.work.inverse_denominators[chunk_index * group * L + item] =
-        row_of_item < count ? float(1.0 / denominator) : 0.0f;
+    float inverse = float(1.0 / denominator);
+    if (a.mix.gate != nullptr)
+      inverse *= device::bifocal_memory_weight(
+          a.mix.gate[std::size_t(first_token + row_of_item) * a.mix.gate_stride + first_head + head]);
+    a.work.inverse_denominators[chunk_index * group * L + item] = inverse;
   }
 }
 

@@ -56,7 +56,7 @@ struct Workspace {
   // Kernel 3's, for kernel 4, as the floats the products use (0 past the chunk):
   float* chunk_weights;         // [S, chunks, L, L]: W_τj = e^{D_τj − m_τ}, 0 above the diagonal
   float* entering;              // [S, chunks, L]: e_τ = e^{b_τ + M_c − m_τ}
-  float* inverse_denominators;  // [S, chunks, G, L]: 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
+  float* inverse_denominators;  // [S, chunks, G, L]: 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6), Bifocal: × o
   // Where the bf16 outputs kernel runs, the scan writes C_c here, rounded to bf16 (what that
   // kernel's products take: half the bytes, copied to shared memory as they are), and leaves ΔC̃_c
   // in `matrices`. Null otherwise.
@@ -74,12 +74,25 @@ struct PrefillArgs {
   MlstmGateInputs gates;
   cpu::MlstmState state;
   void* out;               // [n, Hq, d] in kernel 4's Out
+  MlstmOutputMix mix;      // Bifocal: o·h added onto the window branch's (1 − o)·window in `out`
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }
 };
+
+// Kernel 4's two adjacent outputs of token `token`, query head `head`, from `column`: stored in Out
+// — or for Bifocal (a.mix.gate set; kernel 3 has folded o = sigmoid(mix gate) into the inverse
+// denominators, so these are o·h) added in L2 onto the window branch's (1 − o)·window that `out`
+// holds (DESIGN.md bifocal), with no load for the thread to wait on.
+template <typename Out>
+__device__ __forceinline__ void store_output_pair(const PrefillArgs& a, int token, int head, int column, float h0,
+                                                  float h1) {
+  Out* out = static_cast<Out*>(a.out) + (std::size_t(token) * a.query_heads + head) * a.head_dim + column;
+  if (a.mix.gate == nullptr) device::store2(out, h0, h1);
+  else device::add2(out, h0, h1);
+}
 
 // ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
 

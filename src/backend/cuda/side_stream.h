@@ -2,7 +2,8 @@
 // branch and its mLSTM branch at once (they read the same q, k, v and write different buffers),
 // so the latency-bound mLSTM kernels share the SMs with the window attention instead of leaving
 // them half idle. fork() makes the side stream wait for everything queued on the parent so far;
-// join() makes the parent wait for everything queued on the side stream. Both are stream-ordered
+// join() makes the parent wait for everything queued on the side stream (record_done() hands
+// over the event to wait on, for a wait placed later). Both are stream-ordered
 // (events), so a caller's stream sees one layer's prefill as a single ordered step.
 #pragma once
 
@@ -46,11 +47,14 @@ class SideStream {
     check(cudaStreamWaitEvent(stream_, forked_, 0), "SideStream::fork");
     return stream_;
   }
-  // `parent` continues after everything queued on the side stream so far.
-  void join(cudaStream_t parent) {
-    check(cudaEventRecord(joined_, stream_), "SideStream::join");
-    check(cudaStreamWaitEvent(parent, joined_, 0), "SideStream::join");
+  // An event that completes with everything queued on the side stream so far, for a caller that
+  // waits for it later than now (Bifocal's mLSTM kernels run first; only their last one waits).
+  cudaEvent_t record_done() {
+    check(cudaEventRecord(joined_, stream_), "SideStream::record_done");
+    return joined_;
   }
+  // `parent` continues after everything queued on the side stream so far.
+  void join(cudaStream_t parent) { check(cudaStreamWaitEvent(parent, record_done(), 0), "SideStream::join"); }
 
  private:
   void swap(SideStream& other) noexcept {

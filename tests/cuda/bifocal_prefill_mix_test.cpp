@@ -1,0 +1,148 @@
+// Bifocal's prefill mix without a pass of its own (recurrent_chunkwise.cuh's MlstmOutputMix): `out`
+// enters holding the window branch's share, u = (1 − o)·window in T (what attention_prefill
+// writes with its output_gate; attention_prefill_test.cpp checks that side), and the mLSTM prefill
+// adds its own share: out = T(u + T(o·h)), o = sigmoid(mix gate) per token and query head
+// (DESIGN.md bifocal). The reference is u + o·h in double, h the same call's outputs without the
+// mix (as stored in T), within the roundings of T: three at most an element, each half a unit of
+// T's last place of |u| + |o·h| (fp32: o's expf and a few more units of 2^-24). Fresh random inputs (the seed is
+// printed with any failure); the gates in the mixer's [input | forget | mix] rows with one more
+// column that would show if read; u written on another stream and handed over by an event, as the
+// mixer does; shapes that run every outputs kernel (bf16 products for d = 64 and d = 256, TF32 and
+// 3xTF32) and token counts that end inside a chunk.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/mlstm.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/recurrent_chunkwise.cuh"
+#include "cuda/recurrent_test_support.h"
+#include "test_files.h"
+
+namespace bifocal {
+namespace {
+
+using testing::on_device;
+using testing::poisoned;
+
+// The products each storage type's model runs (DeviceMixer's mlstm_products_of).
+template <typename T>
+constexpr cuda::MlstmProducts products_of() {
+  if constexpr (std::is_same_v<T, float>) return cuda::MlstmProducts::Fp32;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return cuda::MlstmProducts::Bf16;
+  else return cuda::MlstmProducts::Tf32;
+}
+
+// An event recorded on a stream of its own: the window branch's stream in the mixer.
+struct WindowStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  WindowStream() {
+    cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    cuda::check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  }
+  ~WindowStream() {
+    cudaEventDestroy(done);
+    cudaStreamDestroy(stream);
+  }
+  WindowStream(const WindowStream&) = delete;
+  WindowStream& operator=(const WindowStream&) = delete;
+};
+
+template <typename T>
+void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, int n, std::mt19937& rng) {
+  const testing::MlstmSequence x(shape, n, rng);
+  const int S = shape.states, Hq = shape.query_heads, d = shape.head_dim, stride = 2 * S + Hq + 1;
+  std::vector<float> rows(std::size_t(n) * stride);
+  std::normal_distribution<float> mix_gate(0.0f, 3.0f), unread(0.0f, 50.0f);
+  for (int j = 0; j < n; ++j)
+    for (int column = 0; column < stride; ++column)
+      rows[std::size_t(j) * stride + column] = column < S            ? x.input_gate[x.gate_offset(j) + column]
+                                               : column < 2 * S      ? x.forget_gate[x.gate_offset(j) + column - S]
+                                               : column < 2 * S + Hq ? mix_gate(rng)
+                                                                     : unread(rng);
+  const std::vector<float> window_share = testing::as_stored<T>(testing::normal_vector(x.q.size(), rng, 0, 1));
+  testing::HostMlstmState start(shape);
+  for (float& value : start.matrix) value = unread(rng) / 500;
+  testing::DeviceMlstmState plain_state(start), mixed_state(start);
+  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v), gate_rows = on_device(rows);
+  const cuda::MlstmGateInputs gates{gate_rows.data(), gate_rows.data() + S, stride};
+  const auto products = products_of<T>();
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
+  auto plain = testing::upload(std::vector<T>(x.q.size()));
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), gates, n, plain_state.view(), plain.data(), products,
+                      workspace.data(), nullptr);
+  testing::synchronize();
+
+  // u lands in out on its own stream while the mLSTM kernels queue on the default one.
+  const std::vector<T> share_stored = testing::to_storage<T>(window_share);
+  auto mixed = testing::upload(std::vector<T>(x.q.size()));
+  const WindowStream side;
+  cuda::check(cudaMemcpyAsync(mixed.data(), share_stored.data(), mixed.bytes(), cudaMemcpyHostToDevice, side.stream),
+              "cudaMemcpyAsync");
+  cuda::check(cudaEventRecord(side.done, side.stream), "cudaEventRecord");
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), gates, n, mixed_state.view(), mixed.data(), products,
+                      workspace.data(), nullptr,
+                      {.gate = gate_rows.data() + 2 * S, .gate_stride = stride, .window_done = side.done});
+  testing::synchronize();
+
+  const std::vector<float> memory = testing::download_floats(plain), got = testing::download_floats(mixed);
+  double error = 0.0, magnitude = 0.0;  // ‖got − want‖² and ‖|u| + |o·h|‖²
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::size_t row = i / d, token = row / Hq, head = row % Hq;
+    const double o = 1.0 / (1.0 + std::exp(-double(rows[token * stride + 2 * S + head])));
+    const double want = window_share[i] + o * memory[i];
+    error += (got[i] - want) * (got[i] - want);
+    const double terms = std::abs(window_share[i]) + std::abs(o * memory[i]);
+    magnitude += terms * terms;
+  }
+  const double unit = std::is_same_v<T, float> ? 0x1p-24 : std::is_same_v<T, __half> ? 0x1p-11 : 0x1p-8;
+  EXPECT_LE(std::sqrt(error / magnitude), (std::is_same_v<T, float> ? 16 : 2) * unit);
+  // The mix changes what is written, not the state the call leaves.
+  EXPECT_EQ(mixed_state.matrix.download(), plain_state.matrix.download());
+  EXPECT_EQ(mixed_state.normalizer.download(), plain_state.normalizer.download());
+  EXPECT_EQ(mixed_state.stabilizer.download(), plain_state.stabilizer.download());
+}
+
+template <typename T>
+class BifocalPrefillMix : public testing::CudaTest {};
+TYPED_TEST_SUITE(BifocalPrefillMix, testing::StorageTypes, testing::StorageTypeNames);
+
+TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  // {Hq, Hkv, S, d}: GQA with states per KV head; d = 256 streams C_c in the bf16 kernel; state=q.
+  for (const cpu::MlstmShape shape :
+       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
+    for (const int n : {7, 150}) {
+      SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
+      expect_mixed_outputs_follow_the_gate_formula<TypeParam>(shape, n, rng);
+    }
+  }
+}
+
+TEST(BifocalPrefillMixArguments, AMixGateRowShorterThanTheQueryHeadsIsRefusedByName) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const cpu::MlstmShape shape{8, 2, 2, 16};
+  const int n = 4;
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, cuda::MlstmProducts::Tf32));
+  auto buffer = on_device(std::vector<float>(std::size_t(n) * shape.query_heads * shape.head_dim));
+  testing::HostMlstmState host(shape);
+  testing::DeviceMlstmState state(host);
+  testing::expect_error(
+      [&] {
+        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
+                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr,
+                            {.gate = buffer.data(), .gate_stride = 7});
+      },
+      {"mlstm_prefill", "mix gate stride 7", "8 query heads"});
+}
+
+}  // namespace
+}  // namespace bifocal
