@@ -22,7 +22,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "cuda/recurrent_test_support.h"
-#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -125,23 +124,6 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
       expect_mixed_outputs_follow_the_gate_formula<TypeParam>(shape, n, rng);
     }
   }
-}
-
-TEST(BifocalPrefillMixArguments, AMixGateRowShorterThanTheQueryHeadsIsRefusedByName) {
-  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  const cpu::MlstmShape shape{8, 2, 2, 16};
-  const int n = 4;
-  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, cuda::MlstmProducts::Tf32));
-  auto buffer = on_device(std::vector<float>(std::size_t(n) * shape.query_heads * shape.head_dim));
-  testing::HostMlstmState host(shape);
-  testing::DeviceMlstmState state(host);
-  testing::expect_error(
-      [&] {
-        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
-                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr,
-                            {.gate = buffer.data(), .gate_stride = 7});
-      },
-      {"mlstm_prefill", "mix gate stride 7", "8 query heads"});
 }
 
 }  // namespace

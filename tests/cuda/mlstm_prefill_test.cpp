@@ -402,7 +402,9 @@ TEST_P(MlstmKernels, StridedGatesAndNarrowOutputsRoundTheFloatCallsOutputs) {
   }
 }
 
-TEST(MlstmPrefillArguments, AGateStrideShorterThanTheStatesIsRefusedByName) {
+// The gate rows: the input and forget gates' shorter than the state heads, Bifocal's mix gates'
+// (MlstmOutputMix) shorter than the query heads.
+TEST(MlstmPrefillArguments, AGateStrideShorterThanItsHeadsIsRefusedByName) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const cpu::MlstmShape shape{8, 2, 2, 16};
   const int n = 4;
@@ -416,6 +418,13 @@ TEST(MlstmPrefillArguments, AGateStrideShorterThanTheStatesIsRefusedByName) {
                             state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr);
       },
       {"mlstm_prefill", "gate stride 1", "2 state heads"});
+  testing::expect_error(
+      [&] {
+        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
+                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr,
+                            {.gate = buffer.data(), .gate_stride = 7});
+      },
+      {"mlstm_prefill", "mix gate stride 7", "8 query heads"});
 }
 
 }  // namespace
