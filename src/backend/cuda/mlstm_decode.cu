@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
       float h = query_scale * numerator / denominators[reader];
       if (mix) {
         const float mix_gate = gate_total(gate_partials, rows.count, 2 + reader);
-        const float o = 1.0f / (1.0f + expf(-mix_gate));  // as bifocal_mixer.cpp
+        const float o = device::bifocal_memory_weight(mix_gate);
         h = o * h + (1.0f - o) * shared[layout.window + reader * columns + c];
       }
       a.out[std::size_t(first_query + reader) * d + col_begin + c] = device::from_float<T>(h);

@@ -1,9 +1,9 @@
 // A second stream for work that may run beside the caller's: Bifocal's prefill runs its window
-// branch and its mLSTM branch at once (they read the same q, k, v and write different buffers),
-// so the latency-bound mLSTM kernels share the SMs with the window attention instead of leaving
-// them half idle. fork() makes the side stream wait for everything queued on the parent so far;
-// join() makes the parent wait for everything queued on the side stream (record_done() hands
-// over the event to wait on, for a wait placed later). Both are stream-ordered
+// branch beside its mLSTM branch (they read the same q, k, v; only the mLSTM's last kernel needs
+// the window's output), so the latency-bound mLSTM kernels share the SMs with the window attention
+// instead of leaving them half idle. fork() makes the side stream wait for everything queued on
+// the parent so far; record_done() gives the event that completes with everything queued on the
+// side stream, for the parent to wait on where it needs that work. Both are stream-ordered
 // (events), so a caller's stream sees one layer's prefill as a single ordered step.
 #pragma once
 
@@ -17,14 +17,14 @@ namespace bifocal::cuda {
 
 class SideStream {
  public:
-  SideStream() = default;  // none: fork() and join() are not to be called
+  SideStream() = default;  // none: fork() and record_done() are not to be called
   // A stream at the default priority (the mLSTM branch on a higher-priority stream measured no
   // better) and its two events.
   static SideStream create() {
     SideStream side;
     check(cudaStreamCreateWithFlags(&side.stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     check(cudaEventCreateWithFlags(&side.forked_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventCreateWithFlags(&side.joined_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventCreateWithFlags(&side.done_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     return side;
   }
   SideStream(const SideStream&) = delete;
@@ -36,7 +36,7 @@ class SideStream {
     return *this;
   }
   ~SideStream() {
-    if (joined_ != nullptr) cudaEventDestroy(joined_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
     if (forked_ != nullptr) cudaEventDestroy(forked_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -47,23 +47,20 @@ class SideStream {
     check(cudaStreamWaitEvent(stream_, forked_, 0), "SideStream::fork");
     return stream_;
   }
-  // An event that completes with everything queued on the side stream so far, for a caller that
-  // waits for it later than now (Bifocal's mLSTM kernels run first; only their last one waits).
+  // An event that completes with everything queued on the side stream so far.
   cudaEvent_t record_done() {
-    check(cudaEventRecord(joined_, stream_), "SideStream::record_done");
-    return joined_;
+    check(cudaEventRecord(done_, stream_), "SideStream::record_done");
+    return done_;
   }
-  // `parent` continues after everything queued on the side stream so far.
-  void join(cudaStream_t parent) { check(cudaStreamWaitEvent(parent, record_done(), 0), "SideStream::join"); }
 
  private:
   void swap(SideStream& other) noexcept {
     std::swap(stream_, other.stream_);
     std::swap(forked_, other.forked_);
-    std::swap(joined_, other.joined_);
+    std::swap(done_, other.done_);
   }
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+  cudaEvent_t forked_ = nullptr, done_ = nullptr;
 };
 
 }  // namespace bifocal::cuda
