@@ -7,6 +7,8 @@
 // and single adds exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -19,6 +21,7 @@
 #include "cuda/cuda_test_support.h"
 #include "model/rope.h"
 #include "numerics.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -73,6 +76,64 @@ TYPED_TEST(DenseKernels, EmbeddingCopiesTheRowsOfTheIds) {
     cuda::embedding(device_table.data(), device_ids.data(), n, hidden, out.data(), nullptr);
     EXPECT_EQ(relative_error(out.download(), want), 0.0) << "n " << n << ", hidden " << hidden;
   }
+}
+
+// The decode step's RoPE table (RopeRotationTable), made by its embedding: (sin, cos) of
+// position · inv_freq[i] formed in fp32 as the CPU backend forms it, against std::sin/std::cos of
+// that float angle — also past |angle| ≈ 1e5, where sincosf changes its argument reduction — and
+// qk_norm_rope reading it, bit for bit against qk_norm_rope making its own.
+TEST_F(DenseElementwise, EmbeddingMakesTheStepsRopeTableAndQkNormRopeReadsIt) {
+  const int hidden = 64, half = 64;
+  const auto table = exact_vector(hidden, rng_);
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(1e6f, float(2 * i) / float(2 * half));
+  const auto device_table = upload(to_storage<__nv_bfloat16>(table));
+  const auto device_ids = upload(std::vector<std::int32_t>{0});
+  const auto device_inv_freq = upload(inv_freq);
+  DeviceBuffer<float> out(hidden);
+  DeviceBuffer<float2> rotation(static_cast<std::size_t>(half));
+  for (const std::int64_t position : {0L, 7L, 4097L, 131072L, 300001L, 1000000L}) {
+    const auto device_position = upload(std::vector<std::int64_t>{position});
+    rotation.fill_bytes(0xFF);
+    cuda::embedding(device_table.data(), device_ids.data(), 1, hidden, out.data(), nullptr, {},
+                    {.position = device_position.data(), .inv_freq = device_inv_freq.data(), .half = half,
+                     .out = rotation.data()});
+    const std::vector<float2> got = rotation.download();
+    double worst = 0.0;
+    for (int i = 0; i < half; ++i) {
+      const float angle = float(position) * inv_freq[i];
+      worst = std::max({worst, std::abs(double(got[i].x) - std::sin(double(angle))),
+                        std::abs(double(got[i].y) - std::cos(double(angle)))});
+    }
+    EXPECT_LE(worst, 2e-7) << "position " << position;  // within about one fp32 unit of [-1, 1]
+
+    // qk_norm_rope reading the table gives the bits it makes itself (the same rotation_at).
+    const int heads = 3, d = 2 * half;
+    const auto q = random_vector(std::size_t(heads) * d, rng_), k = random_vector(d, rng_);
+    auto made_q = upload(q), made_k = upload(k), read_q = upload(q), read_k = upload(k);
+    cuda::qk_norm_rope<float>(made_q.data(), made_k.data(), nullptr, nullptr, 1e-6f, device_position.data(),
+                              device_inv_freq.data(), 1, heads, 1, d, true, nullptr);
+    cuda::qk_norm_rope<float>(read_q.data(), read_k.data(), nullptr, nullptr, 1e-6f, device_position.data(),
+                              device_inv_freq.data(), 1, heads, 1, d, true, nullptr, rotation.data());
+    EXPECT_EQ(read_q.download(), made_q.download()) << "position " << position;
+    EXPECT_EQ(read_k.download(), made_k.download()) << "position " << position;
+  }
+  std::vector<std::int32_t> two_ids{0, 0};
+  const auto device_two_ids = upload(two_ids);
+  DeviceBuffer<float> two_rows(2 * hidden);
+  testing::expect_error(
+      [&] {
+        cuda::embedding(device_table.data(), device_two_ids.data(), 2, hidden, two_rows.data(), nullptr, {},
+                        {.position = nullptr, .inv_freq = device_inv_freq.data(), .half = half, .out = rotation.data()});
+      },
+      {"embedding", "RoPE table is made for one token"});
+  DeviceBuffer<float> two_q(2 * 2 * half), two_k(2 * 2 * half);
+  testing::expect_error(
+      [&] {
+        cuda::qk_norm_rope<float>(two_q.data(), two_k.data(), nullptr, nullptr, 1e-6f, nullptr, device_inv_freq.data(),
+                                  2, 1, 1, 2 * half, true, nullptr, rotation.data());
+      },
+      {"qk_norm_rope", "RoPE table holds one token's angles, not 2"});
 }
 
 TYPED_TEST(DenseKernels, RmsnormMatchesCpuForFloatAnd16BitOutputs) {

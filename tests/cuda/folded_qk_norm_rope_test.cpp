@@ -52,7 +52,22 @@ std::int64_t slot_of(const FoldedCase& c, std::int64_t p) {
   return p < c.sink_tokens ? p : c.sink_tokens + (p - c.sink_tokens) % (c.window - c.sink_tokens);
 }
 
-// Runs one case both ways on identical caches; every output and cache byte must agree.
+// The decode step's RoPE table as the model makes it: by the embedding kernel (one token; its row
+// is a dummy here), (sin, cos) of every angle at *position.
+template <typename T>
+DeviceBuffer<float2> rope_table(const std::int64_t* position, const float* inv_freq, int half) {
+  constexpr int kHidden = 8;
+  const DeviceBuffer<T> row{std::span<const T>(to_storage<T>(std::vector<float>(kHidden, 1.0f)))};
+  const DeviceBuffer<std::int32_t> id{std::span<const std::int32_t>(std::vector<std::int32_t>{0})};
+  DeviceBuffer<float> out(kHidden);
+  DeviceBuffer<float2> table(static_cast<std::size_t>(half));
+  cuda::embedding<T>(row.data(), id.data(), 1, kHidden, out.data(), nullptr, {},
+                     {.position = position, .inv_freq = inv_freq, .half = half, .out = table.data()});
+  return table;
+}
+
+// Runs one case three ways on identical caches — qk_norm_rope then the attention, the attention
+// folding them in, and that with the step's RoPE table — every output and cache byte must agree.
 template <typename T>
 void check_folded_equals_separate(const FoldedCase& c, std::mt19937& rng) {
   SCOPED_TRACE(describe(c));
@@ -117,6 +132,15 @@ void check_folded_equals_separate(const FoldedCase& c, std::mt19937& rng) {
   folded_args.k_norm = norm_weight;
   folded_args.norm_eps = kEps;
   cuda::attention_decode<T, float>(folded_args, nullptr, folded.out.data(), nullptr);
+  Run tabled = fresh();  // folded, the sines and cosines read from the step's table
+  tabled.out.fill_bytes(0xFF);
+  const DeviceBuffer<float2> table = rope_table<T>(device_position.data(), device_inv_freq.data(), d / 2);
+  auto tabled_args = folded_args;
+  tabled_args.query = tabled.query.data(), tabled_args.keys = tabled.keys.data();
+  tabled_args.values = tabled.values.data(), tabled_args.new_key = tabled.key.data();
+  tabled_args.slot_positions = ring ? tabled.slot_positions.data() : nullptr;
+  tabled_args.rope_rotation = table.data();
+  cuda::attention_decode<T, float>(tabled_args, nullptr, tabled.out.data(), nullptr);
   cuda::check(cudaDeviceSynchronize(), "attention_decode");
 
   const auto want = separate.out.download();
@@ -126,6 +150,8 @@ void check_folded_equals_separate(const FoldedCase& c, std::mt19937& rng) {
   EXPECT_EQ(download_floats(folded.values), download_floats(separate.values)) << "stored value";
   EXPECT_EQ(folded.slot_positions.download(), separate.slot_positions.download()) << "slot positions";
   EXPECT_EQ(folded.query.download(), query) << "the raw query is left as it was";
+  EXPECT_EQ(tabled.out.download(), want) << "output, RoPE from the table";
+  EXPECT_EQ(download_floats(tabled.keys), download_floats(separate.keys)) << "stored key, RoPE from the table";
 }
 
 class FoldedQkNormRope : public testing::SeededCudaTest {};
@@ -137,6 +163,7 @@ TEST_F(FoldedQkNormRope, EqualsQkNormRopeThenAttentionBitForBit) {
       {8, 2, 48, 64, 4, false, true, 64, 1000},      // the testbed's shape: RoPE pairs across lanes
       {16, 1, 64, 128, 4, false, true, 128, 129},    // 16 query heads a KV head: two clusters
       {4, 4, 128, 0, 0, false, true, 300, 200},      // a linear cache (window 0), read up to p
+      {32, 8, 128, 576, 0, true, true, 576, 300000}, // past |angle| ≈ 1e5: sincosf's slow reduction
   };
   for (const FoldedCase& c : cases) {
     check_folded_equals_separate<__nv_bfloat16>(c, rng_);
@@ -148,11 +175,11 @@ TEST_F(FoldedQkNormRope, EqualsQkNormRopeThenAttentionBitForBit) {
 // state, both ways; state=kv and state=q; with and without q/k norm.
 template <typename T>
 void check_bifocal_folded_equals_separate(int query_heads, int kv_heads, int d, bool state_per_query_head,
-                                          bool q_k_norm, std::mt19937& rng) {
+                                          bool q_k_norm, std::mt19937& rng, std::int64_t position = 200) {
   SCOPED_TRACE("bifocal Hq " + std::to_string(query_heads) + " Hkv " + std::to_string(kv_heads) + " d " +
-               std::to_string(d) + (state_per_query_head ? " state=q" : " state=kv") + (q_k_norm ? " q/k norm" : ""));
+               std::to_string(d) + (state_per_query_head ? " state=q" : " state=kv") + (q_k_norm ? " q/k norm" : "") +
+               " p " + std::to_string(position));
   constexpr int kWindow = 64, kHidden = 96;
-  constexpr std::int64_t kPosition = 200;
   const int states = state_per_query_head ? query_heads : kv_heads;
   const cpu::MlstmShape shape{query_heads, kv_heads, states, d};
   const std::size_t row = std::size_t(kv_heads) * d;
@@ -164,15 +191,15 @@ void check_bifocal_folded_equals_separate(int query_heads, int kv_heads, int d, 
   for (float& value : start.stabilizer) value = std::normal_distribution<float>()(rng);
   std::vector<float> cache_keys = random_vector(kWindow * row, rng), cache_values = random_vector(kWindow * row, rng);
   std::vector<std::int64_t> slot_positions(kWindow);
-  for (std::int64_t p = kPosition - kWindow; p < kPosition; ++p) slot_positions[p % kWindow] = p;
-  slot_positions[kPosition % kWindow] = -1;  // the new token's slot, stored by the step
+  for (std::int64_t p = position - kWindow; p < position; ++p) slot_positions[p % kWindow] = p;
+  slot_positions[position % kWindow] = -1;  // the new token's slot, stored by the step
   std::vector<float> norm(d), inv_freq(d / 2);
   for (float& w : norm) w = 1.0f + 0.3f * std::normal_distribution<float>()(rng);
   for (int i = 0; i < d / 2; ++i) inv_freq[i] = float(std::pow(1e6, -2.0 * i / d));
   const auto sinks = testing::on_device(random_vector(query_heads, rng));
   const auto device_norm = testing::on_device(to_storage<T>(norm)), device_inv_freq = testing::on_device(inv_freq);
   const auto device_value = testing::on_device(x.v);
-  const auto device_position = testing::on_device(std::vector<std::int64_t>{kPosition});
+  const auto device_position = testing::on_device(std::vector<std::int64_t>{position});
   const T* norm_weight = q_k_norm ? device_norm.data() : nullptr;
   constexpr float kEps = 1e-6f;
 
@@ -212,6 +239,15 @@ void check_bifocal_folded_equals_separate(int query_heads, int kv_heads, int d, 
   folded_args.k_norm = norm_weight;
   folded_args.norm_eps = kEps;
   cuda::bifocal_decode<T>(folded_args, nullptr);
+  Run tabled = fresh();  // folded, the sines and cosines of both branches read from the step's table
+  const DeviceBuffer<float2> table = rope_table<T>(device_position.data(), device_inv_freq.data(), d / 2);
+  auto tabled_args = args_of(tabled);
+  tabled_args.rope_inv_freq = device_inv_freq.data();
+  tabled_args.q_norm = norm_weight;
+  tabled_args.k_norm = norm_weight;
+  tabled_args.norm_eps = kEps;
+  tabled_args.rope_rotation = table.data();
+  cuda::bifocal_decode<T>(tabled_args, nullptr);
   testing::synchronize();
 
   const auto want = download_floats(separate.out);
@@ -222,6 +258,8 @@ void check_bifocal_folded_equals_separate(int query_heads, int kv_heads, int d, 
   EXPECT_EQ(folded.state.stabilizer.download(), separate.state.stabilizer.download()) << "m";
   EXPECT_EQ(download_floats(folded.keys), download_floats(separate.keys)) << "stored key";
   EXPECT_EQ(folded.slot_positions.download(), separate.slot_positions.download()) << "slot positions";
+  EXPECT_EQ(download_floats(tabled.out), want) << "output, RoPE from the table";
+  EXPECT_EQ(tabled.state.matrix.download(), separate.state.matrix.download()) << "C, RoPE from the table";
 }
 
 TEST_F(FoldedQkNormRope, BifocalEqualsQkNormRopeThenTheStepBitForBit) {
@@ -232,6 +270,7 @@ TEST_F(FoldedQkNormRope, BifocalEqualsQkNormRopeThenTheStepBitForBit) {
     }
   check_bifocal_folded_equals_separate<__nv_bfloat16>(8, 2, 48, false, true, rng_);  // the testbed's shape
   check_bifocal_folded_equals_separate<__nv_bfloat16>(16, 4, 256, false, true, rng_);  // Qwen3.5-like d
+  check_bifocal_folded_equals_separate<__nv_bfloat16>(32, 8, 128, false, true, rng_, 300000);  // sincosf's slow path
 }
 
 TEST_F(FoldedQkNormRope, ALongCacheRefusesTheFoldedForm) {

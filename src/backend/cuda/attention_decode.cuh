@@ -65,6 +65,9 @@ struct DecodeAttentionArgs {
   const T* q_norm = nullptr;
   const T* k_norm = nullptr;
   float norm_eps = 0.0f;
+  // Optional with rope_inv_freq: the step's (sin, cos) of every angle at query_position
+  // [head_dim / 2] (dense_kernels.cuh's RopeRotationTable, the same bits), read instead of made.
+  const float2* rope_rotation = nullptr;
   // The kernels let the next one launch only after their wait for the previous one, not at their
   // start (dependent_launch.h, "triggered after the wait"): Bifocal's mLSTM step, launched next,
   // then reads everything but this output before it waits.

@@ -425,12 +425,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (item < heads) {
         float* row = q_shared + item * d;
         device::norm_rope_head(a.query + std::size_t(first_head + item) * d, row, row, a.q_norm, a.norm_eps, true,
-                               float(position), a.rope_inv_freq, d, q_scale);
+                               float(position), a.rope_inv_freq, d, q_scale, a.rope_rotation);
       } else if (item < GROUP) {
         for (int i = int(threadIdx.x) % 32; i < d; i += 32) q_shared[item * d + i] = 0.0f;
       } else if (a.new_key != nullptr) {
         device::norm_rope_head(a.new_key + std::size_t(kv) * d, key_shared, key_shared, a.k_norm, a.norm_eps, true,
-                               float(position), a.rope_inv_freq, d, 1.0f);
+                               float(position), a.rope_inv_freq, d, 1.0f, a.rope_rotation);
       }
     }
   }

@@ -76,14 +76,15 @@ void bifocal_decode(const BifocalDecodeArgs<T>& args, cudaStream_t stream) {
                                          .new_key = args.k, .new_value = args.v,
                                          .rope_inv_freq = args.rope_inv_freq, .q_norm = args.q_norm,
                                          .k_norm = args.k_norm, .norm_eps = args.norm_eps,
-                                         .launch_next_after_wait = true};
+                                         .rope_rotation = args.rope_rotation, .launch_next_after_wait = true};
   attention_decode<T, float>(attention, args.workspace, window_out, stream);
 
   const MlstmDecodeArgs<T> memory{.shape = shape, .gates = args.gates, .q = args.q, .k = args.k, .v = args.v,
                                   .state = args.state, .out = args.out,
                                   .mix = {.weight = args.mix_weight, .bias = args.mix_bias, .window_out = window_out},
                                   .rope_inv_freq = args.rope_inv_freq, .q_norm = args.q_norm, .k_norm = args.k_norm,
-                                  .norm_eps = args.norm_eps, .position = args.position};
+                                  .norm_eps = args.norm_eps, .position = args.position,
+                                  .rope_rotation = args.rope_rotation};
   mlstm_decode(memory, stream);
 }
 

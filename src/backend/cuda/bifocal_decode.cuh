@@ -52,6 +52,7 @@ struct BifocalDecodeArgs {
   const T* q_norm = nullptr;
   const T* k_norm = nullptr;
   float norm_eps = 0.0f;
+  const float2* rope_rotation = nullptr;  // optional with rope_inv_freq: the step's RoPE table [d/2]
 };
 
 // Scratch of bifocal_decode for this shape: the window attention's split partials and its fp32

@@ -102,6 +102,7 @@ std::unique_ptr<DeviceSession> CudaModel<T>::new_session(std::int64_t capacity, 
   s->normed = DeviceBuffer<T>(n * c.hidden_size);
   s->scaled = DeviceBuffer<T>(c.hidden_size);
   s->group_squares = DeviceBuffer<float>(rms_norm_groups(c.hidden_size));
+  s->rope_rotation = DeviceBuffer<float2>(std::size_t(c.head_dim / 2));
   s->queries = DeviceBuffer<float>(n * q_width);
   s->keys = DeviceBuffer<float>(n * kv_width);
   s->values = DeviceBuffer<float>(n * kv_width);
@@ -174,8 +175,12 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
       project(input, weight.data(), nullptr, n, k, hidden, x, /*accumulate=*/true);
   };
 
+  // One token: the step's RoPE table is made once, here, for every layer's folded q/k norm and RoPE.
+  RopeRotationTable rotation;
+  if (carry_norm && rope_inv_freq_.size() > 0)
+    rotation = {s.positions.data(), rope_inv_freq_.data(), d / 2, s.rope_rotation.data()};
   embedding<T>(weights_.embed_tokens.data(), s.tokens.data(), n, hidden, x, stream_,
-               carry_norm ? next_norm(weights_.layers[0].input_norm) : NextRmsNorm<T>{});
+               carry_norm ? next_norm(weights_.layers[0].input_norm) : NextRmsNorm<T>{}, rotation);
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights<T>& layer = weights_.layers[l];
     const DeviceBuffer<T>& next_layer_norm =
@@ -198,10 +203,11 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
     const bool raw_qk = n == 1 && mixers_[l].decode_applies_qk_norm_rope();
     if (!raw_qk)
       qk_norm_rope<T>(s.queries.data(), s.keys.data(), bias(layer.q_norm), bias(layer.k_norm), eps,
-                      s.positions.data(), rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_);
+                      s.positions.data(), rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_,
+                      rotation.out);
     DeviceMixerInput<T> input{.x = h, .queries = s.queries.data(), .keys = s.keys.data(), .values = s.values.data(),
                               .positions = s.positions.data(), .first_position = first_position, .n = n};
-    if (raw_qk) input.raw_qk = {bias(layer.q_norm), bias(layer.k_norm), eps, rope_inv_freq_.data()};
+    if (raw_qk) input.raw_qk = {bias(layer.q_norm), bias(layer.k_norm), eps, rope_inv_freq_.data(), rotation.out};
     if (n == 1)
       mixers_[l].decode(input, s.layers[l], s.attention.data(), stream_);
     else

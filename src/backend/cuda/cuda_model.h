@@ -38,6 +38,7 @@ class CudaSession final : public DeviceSession {
   DeviceBuffer<T> normed;                // [chunk, hidden] h = rmsnorm(x), the products' input
   DeviceBuffer<T> scaled;                // [hidden] g ⊙ x for one token's next RMSNorm (carried_rms_norm.h)
   DeviceBuffer<float> group_squares;     // [hidden / 8] its sums of x² by groups of 8
+  DeviceBuffer<float2> rope_rotation;    // [d/2] the decode step's RoPE (sin, cos), made by its embedding
   DeviceBuffer<float> queries, keys, values;
   DeviceBuffer<T> attention;             // [chunk, Hq·d] the mixer output, o_proj's input
   DeviceBuffer<float> gate, up;          // [chunk, intermediate] (prefill only)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -71,10 +72,15 @@ unsigned elementwise_blocks(std::int64_t count, bool vectorized) {
 // next RMSNorm (carried_rms_norm.h): no barrier, each group is one thread's.
 template <typename T>
 __global__ void embedding_kernel(const T* table, const std::int32_t* ids, int hidden, float* out,
-                                 const NextRmsNorm<T> next) {
+                                 const NextRmsNorm<T> next, const RopeRotationTable rotation) {
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
   const std::int64_t token = blockIdx.x;
+  if (rotation.out != nullptr) {  // n = 1: the one block makes the step's RoPE table
+    const float position = float(*rotation.position);
+    for (int i = threadIdx.x; i < rotation.half; i += blockDim.x)
+      rotation.out[i] = device::rotation_at(position, rotation.inv_freq, i);
+  }
   const T* row = table + std::int64_t(ids[token]) * hidden;
   for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[token * hidden + i] = to_float(row[i]);
   if (next.scaled == nullptr) return;
@@ -169,7 +175,7 @@ constexpr int kHeadsPerBlock = 8;  // warps per block; each stages its head vect
 template <typename T>
 __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T* k_norm, float eps,
                                     const std::int64_t* positions, const float* inv_freq, int query_heads, int kv_heads,
-                                    int d, bool apply_rope) {
+                                    int d, bool apply_rope, const float2* rotation_table) {
   extern __shared__ float staged_heads[];  // [kHeadsPerBlock, d], then the rotation [d/2] (sin, cos)
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
@@ -179,7 +185,8 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
   const float position = apply_rope ? float(positions[token]) : 0.0f;
   float2* rotation = reinterpret_cast<float2*>(staged_heads + kHeadsPerBlock * d);
   if (apply_rope) {
-    for (int i = threadIdx.x; i < d / 2; i += blockDim.x) rotation[i] = device::rotation_at(position, inv_freq, i);
+    for (int i = threadIdx.x; i < d / 2; i += blockDim.x)
+      rotation[i] = rotation_table != nullptr ? rotation_table[i] : device::rotation_at(position, inv_freq, i);
     __syncthreads();
   }
   if (head >= query_heads + kv_heads) return;  // the whole warp leaves together
@@ -242,12 +249,15 @@ __global__ void convert_kernel(const float* in, T* out, std::int64_t count, bool
 
 template <typename T>
 void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream,
-               const NextRmsNorm<T>& next) {
+               const NextRmsNorm<T>& next, const RopeRotationTable& rotation) {
   if (n <= 0 || hidden <= 0) return;
   if (next.scaled != nullptr && (n != 1 || next.norm_weight == nullptr || next.group_squares == nullptr))
     fail("embedding", "the next RMSNorm's inputs are written for one token, with its weight and group sums");
+  if (rotation.out != nullptr && (n != 1 || rotation.position == nullptr || rotation.inv_freq == nullptr ||
+                                  rotation.half <= 0))
+    fail("embedding", "the RoPE table is made for one token, with its position, frequencies and half the head size");
   launch_dependent(embedding_kernel<T>, dim3(n), dim3(threads_for_row(hidden)), 0, stream, "embedding_kernel", table,
-                   ids, hidden, out, next);
+                   ids, hidden, out, next, rotation);
 }
 
 template <typename T, typename OutT>
@@ -268,15 +278,17 @@ void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT
 template <typename T>
 void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float eps, const std::int64_t* positions,
                   const float* inv_freq, int n, int query_heads, int kv_heads, int head_dim, bool apply_rope,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const float2* rotation) {
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim) fail("qk_norm_rope", "head_dim must be even and at most 512");
   const bool anything_to_do = apply_rope || q_norm != nullptr || k_norm != nullptr;
   if (!anything_to_do || n <= 0 || query_heads + kv_heads <= 0) return;
+  if (rotation != nullptr && n != 1)
+    fail("qk_norm_rope", "the RoPE table holds one token's angles, not " + std::to_string(n));
   const dim3 blocks(unsigned(n), unsigned((query_heads + kv_heads + kHeadsPerBlock - 1) / kHeadsPerBlock));
   const std::size_t shared_bytes = std::size_t(kHeadsPerBlock) * head_dim * sizeof(float) + head_dim / 2 * sizeof(float2);
   launch_dependent(qk_norm_rope_kernel<T>, blocks, dim3(kHeadsPerBlock * kWarpSize), shared_bytes, stream,
                    "qk_norm_rope_kernel", q, k, q_norm, k_norm, eps, positions, inv_freq, query_heads, kv_heads,
-                   head_dim, apply_rope);
+                   head_dim, apply_rope, rotation);
 }
 
 template <typename OutT>
@@ -312,17 +324,17 @@ void convert(const float* in, T* out, std::int64_t count, cudaStream_t stream) {
 // The storage types: bf16 weights (the real models), fp16 (`--dtype fp16`) and fp32 (the
 // `--dtype fp32` test path).
 template void embedding(const __nv_bfloat16*, const std::int32_t*, int, int, float*, cudaStream_t,
-                        const NextRmsNorm<__nv_bfloat16>&);
+                        const NextRmsNorm<__nv_bfloat16>&, const RopeRotationTable&);
 template void embedding(const float*, const std::int32_t*, int, int, float*, cudaStream_t,
-                        const NextRmsNorm<float>&);
+                        const NextRmsNorm<float>&, const RopeRotationTable&);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, __nv_bfloat16*, cudaStream_t);
 template void rmsnorm(const float*, const float*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const float*, int, int, float, __nv_bfloat16*, cudaStream_t);
 template void qk_norm_rope(float*, float*, const __nv_bfloat16*, const __nv_bfloat16*, float, const std::int64_t*,
-                           const float*, int, int, int, int, bool, cudaStream_t);
+                           const float*, int, int, int, int, bool, cudaStream_t, const float2*);
 template void qk_norm_rope(float*, float*, const float*, const float*, float, const std::int64_t*, const float*, int,
-                           int, int, int, bool, cudaStream_t);
+                           int, int, int, bool, cudaStream_t, const float2*);
 template void swiglu(const float*, const float*, std::int64_t, float*, cudaStream_t);
 template void swiglu(const float*, const float*, std::int64_t, __nv_bfloat16*, cudaStream_t);
 template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
@@ -330,11 +342,11 @@ template void add_bias(float*, const float*, int, int, cudaStream_t);
 template void convert(const float*, __nv_bfloat16*, std::int64_t, cudaStream_t);
 template void convert(const float*, float*, std::int64_t, cudaStream_t);
 template void embedding(const __half*, const std::int32_t*, int, int, float*, cudaStream_t,
-                        const NextRmsNorm<__half>&);
+                        const NextRmsNorm<__half>&, const RopeRotationTable&);
 template void rmsnorm(const float*, const __half*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const __half*, int, int, float, __half*, cudaStream_t);
 template void qk_norm_rope(float*, float*, const __half*, const __half*, float, const std::int64_t*, const float*, int,
-                           int, int, int, bool, cudaStream_t);
+                           int, int, int, bool, cudaStream_t, const float2*);
 template void swiglu(const float*, const float*, std::int64_t, __half*, cudaStream_t);
 template void add_bias(float*, const __half*, int, int, cudaStream_t);
 template void convert(const float*, __half*, std::int64_t, cudaStream_t);

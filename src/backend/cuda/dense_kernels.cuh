@@ -22,14 +22,27 @@
 
 namespace bifocal::cuda {
 
+// RoPE's (sin, cos) of every angle i < half at *position, angle = position · inv_freq[i] in fp32
+// (device::rotation_at, the bits every kernel that rotates makes for itself): made once per
+// decode step, where every layer's window attention and mLSTM step would otherwise each make
+// them — and sincosf takes its slow argument reduction past |angle| ≈ 1e5, i.e. at positions past
+// ~100K for Qwen3's inv_freq[0] = 1.
+struct RopeRotationTable {
+  const std::int64_t* position = nullptr;  // [1]
+  const float* inv_freq = nullptr;         // [half]
+  int half = 0;                            // head_dim / 2
+  float2* out = nullptr;                   // [half]; null: no table
+};
+
 // out[i, :] = float(table[ids[i], :]) for i < n. ids is a device array; every id must lie in
 // [0, vocab) (the caller validates token ids on the host, as Model::forward does).
 // Bytes: n·hidden·(sizeof(T) + 4).
 // With next (one token: n = 1), also next.scaled and next.group_squares of the row, for the first
-// layer's RMSNorm carried into its q+k+v product (carried_rms_norm.h).
+// layer's RMSNorm carried into its q+k+v product (carried_rms_norm.h); with rotation (one token),
+// also the step's RoPE table.
 template <typename T>
 void embedding(const T* table, const std::int32_t* ids, int n, int hidden, float* out, cudaStream_t stream,
-               const NextRmsNorm<T>& next = {});
+               const NextRmsNorm<T>& next = {}, const RopeRotationTable& rotation = {});
 
 // out[r, :] = weight ⊙ x[r, :] / sqrt(mean(x[r, :]²) + eps) for each of `rows` rows of length dim.
 // OutT is float (out may then equal x: in place) or __nv_bfloat16 (the normed activations that
@@ -43,11 +56,12 @@ void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT
 //      positions[token] · inv_freq[i] (formed in float32 as HF and the CPU backend do).
 // Llama/Qwen2 pass null norms; mixers that rotate keys themselves pass apply_rope = false.
 // positions: device int64[n]; inv_freq: device float[head_dim/2]. head_dim even, ≤ kMaxHeadDim.
-// Bytes: 2·n·(query_heads + kv_heads)·head_dim·4.
+// rotation (one token, optional): the step's table of the angles' (sin, cos) (RopeRotationTable),
+// read instead of made. Bytes: 2·n·(query_heads + kv_heads)·head_dim·4.
 template <typename T>
 void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float eps, const std::int64_t* positions,
                   const float* inv_freq, int n, int query_heads, int kv_heads, int head_dim, bool apply_rope,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const float2* rotation = nullptr);
 
 // out[i] = silu(gate[i]) · up[i] = gate[i] / (1 + e^{−gate[i]}) · up[i]. With OutT = float, out may
 // equal gate. Bytes: count·(8 + sizeof(OutT)).

@@ -323,7 +323,8 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                         .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
                                         .new_key = in.keys, .new_value = in.values,
                                         .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
-                                        .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};
+                                        .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps,
+                                        .rope_rotation = in.raw_qk.rotation};
       attention_decode<T, T>(args, scratch_of(s), out, stream);
       return;
     }
@@ -359,7 +360,8 @@ void DeviceMixer<T>::decode(const DeviceMixerInput<T>& in, DeviceMixerState<T>& 
                                       .gates = gates, .mix_weight = rows.mix_weight, .mix_bias = rows.mix_bias,
                                       .state = cell, .out = out, .workspace = scratch_of(s),
                                       .rope_inv_freq = in.raw_qk.inv_freq, .q_norm = in.raw_qk.q_norm,
-                                      .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps};
+                                      .k_norm = in.raw_qk.k_norm, .norm_eps = in.raw_qk.eps,
+                                      .rope_rotation = in.raw_qk.rotation};
       bifocal_decode<T>(args, stream);
       return;
     }

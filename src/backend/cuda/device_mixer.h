@@ -26,6 +26,7 @@ struct QkNormRope {
   const T* k_norm = nullptr;
   float eps = 0.0f;
   const float* inv_freq = nullptr;  // [d/2]
+  const float2* rotation = nullptr;  // [d/2] the step's (sin, cos) at its position, or null (made in place)
 };
 
 // The layer's inputs, all on the device except n and first_position.

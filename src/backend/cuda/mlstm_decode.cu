@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
     for (int item = int(threadIdx.x) / 32; item <= readers; item += kWarps) {
       float* row = item < readers ? query + item * d : key;
       device::norm_rope_head(row, row, row, item < readers ? a.q_norm : a.k_norm, a.norm_eps, true, position,
-                             a.rope_inv_freq, d, 1.0f);
+                             a.rope_inv_freq, d, 1.0f, a.rope_rotation);
     }
     __syncthreads();
   }

@@ -27,7 +27,10 @@ __device__ __forceinline__ float2 rotation_at(float position, const float* inv_f
 // The fused multiply-adds are written out (fmaf), not left to the compiler's contraction, which
 // may choose differently in different kernels: the same bits wherever this is inlined.
 // `rotation`, when given, holds (sin, cos) of every angle, made by rotation_at for this position
-// (a block rotating many heads of one token makes them once); otherwise each lane makes its own.
+// (a block rotating many heads of one token makes them once; a decode step's embedding makes the
+// step's table once: dense_kernels.cuh's RopeRotationTable); otherwise each lane makes its own. A
+// table in global memory is read through L2 (kernels read it before their wait for the previous
+// kernel: dependent_launch.h).
 template <typename T>
 __device__ void norm_rope_head(const float* in, float* staged, float* out, const T* norm_weight, float eps,
                                bool apply_rope, float position, const float* inv_freq, int d, float scale,
@@ -50,7 +53,9 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
   }
   const int half = d / 2;
   for (int i = lane; i < half; i += 32) {
-    const float2 sin_cos = rotation != nullptr ? rotation[i] : rotation_at(position, inv_freq, i);
+    const float2 sin_cos = rotation == nullptr     ? rotation_at(position, inv_freq, i)
+                           : __isGlobal(rotation) ? __ldcg(rotation + i)
+                                                  : rotation[i];
     const float s = sin_cos.x, c = sin_cos.y;
     const float a = staged[i], b = staged[i + half];
     const float rotated_a = fmaf(a, c, -(b * s)), rotated_b = fmaf(b, c, a * s);

@@ -78,6 +78,7 @@ struct MlstmDecodeArgs {
   const T* k_norm = nullptr;
   float norm_eps = 0.0f;
   const std::int64_t* position = nullptr;
+  const float2* rope_rotation = nullptr;  // optional: the step's RoPE table (DecodeAttentionArgs::rope_rotation)
 };
 
 template <typename T>
