@@ -18,6 +18,11 @@
 // read the window's output for the mix (measured on the H200 before: the step alone 11.8 µs a
 // layer in place, after the attention's 6.4; bench --ablate mlstm_decode).
 //
+// Why not the mLSTM step first, the window attention mixing in its merge (stop 28, measured and
+// reverted: docs/notes/cuda-stop28-2026-12-03.md): the step is the longer of the two branches —
+// the attention is done before the step waits for it — so that order put the attention's merge
+// behind the whole step: Bifocal −2.1% at 1K on Qwen3-4B.
+//
 // Why not one fused kernel (the previous design: one cluster of 8 blocks per KV head walking its
 // window, then its state, then merging through distributed shared memory): the bytes are few —
 // the window 8 KV heads × 448 slots × 128 × 2 × 2 B = 1.8 MiB, the state 1 MiB read and written,
