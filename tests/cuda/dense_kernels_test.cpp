@@ -85,8 +85,7 @@ TYPED_TEST(DenseKernels, EmbeddingCopiesTheRowsOfTheIds) {
 TEST_F(DenseElementwise, EmbeddingMakesTheStepsRopeTableAndQkNormRopeReadsIt) {
   const int hidden = 64, half = 64;
   const auto table = exact_vector(hidden, rng_);
-  std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(1e6f, float(2 * i) / float(2 * half));
+  const std::vector<float> inv_freq = rope_inverse_frequencies(RopeConfig{.theta = 1e6}, 2 * half);  // Qwen3's
   const auto device_table = upload(to_storage<__nv_bfloat16>(table));
   const auto device_ids = upload(std::vector<std::int32_t>{0});
   const auto device_inv_freq = upload(inv_freq);
