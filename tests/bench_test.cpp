@@ -55,11 +55,24 @@ TEST(BenchContexts, ParsesSuffixesSortsAndRejectsGarbage) {
   for (const char* bad : {"", "1k,", "x", "-4", "0", "1.5k"}) testing::expect_error([&] { parse_contexts(bad); }, {"--context"});
 }
 
+// The options are checked before any device work: a CPU build refuses them by name too.
+TEST(BenchOptions, APrefillChunkBelowOneTokenIsRefusedByName) {
+  BenchOptions options;
+  options.shape = "qwen3-4b";
+  options.mixers = {"swa:window=576,sink=learned"};
+  options.contexts = {1024};
+  for (const int chunk : {0, -4096}) {
+    options.prefill_chunk = chunk;
+    testing::expect_error([&] { run_bench(options, [](const std::string&) {}); }, {"--prefill-chunk", std::to_string(chunk)});
+  }
+}
+
 TEST(BenchReport, RooflineRatioSpreadAndFiles) {
   BenchReport report;
   report.model = "qwen3-4b";
   report.dtype = "bf16";
   report.device = "test";
+  report.prefill_chunk = 8192;
   for (const auto [context, speed] : {std::pair{1024, 450.0}, std::pair{262144, 430.0}}) {
     BenchRow row;
     row.mixer = "swa:window=576,sink=learned";
@@ -75,7 +88,9 @@ TEST(BenchReport, RooflineRatioSpreadAndFiles) {
   const std::string md = bench_markdown(report);
   EXPECT_NE(md.find("| `swa:window=576,sink=learned` | 1K | 450.0 | 500.0 | 0.900 | — |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 256K |"), std::string::npos) << md;
+  EXPECT_NE(md.find("passes of 8192 tokens"), std::string::npos) << md;
   const auto json = bench_json(report);
+  EXPECT_EQ(json.at("prefill_chunk"), 8192);
   EXPECT_EQ(json.at("rows").size(), 2u);
   EXPECT_TRUE(json.at("rows")[0].at("prefill_tokens_per_second").is_null());
   const std::string svg = bench_svg(report);

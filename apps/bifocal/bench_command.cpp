@@ -25,8 +25,8 @@ std::string command_line(const BenchFlags& f) {
   std::string line = "bifocal bench";
   line += o.shape.empty() ? " --model " + shell_quote(o.model_dir) : " --shape " + o.shape;
   for (const auto& mixer : o.mixers) line += " --mixer " + shell_quote(mixer);
-  line += fmt::format(" --context {} --gen {} --repeat {} --dtype {} --max-prefill {} --seed {}", f.contexts,
-                      o.generated_tokens, o.repeats, o.dtype, o.max_prefill, o.seed);
+  line += fmt::format(" --context {} --gen {} --repeat {} --dtype {} --max-prefill {} --prefill-chunk {} --seed {}",
+                      f.contexts, o.generated_tokens, o.repeats, o.dtype, o.max_prefill, o.prefill_chunk, o.seed);
   for (const auto& kernel : o.ablate_kernels) line += " --ablate " + shell_quote(kernel);
   if (!f.out.empty()) line += " --out " + shell_quote(f.out);
   return line;
@@ -51,6 +51,9 @@ Run add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
   command->add_option("--max-prefill", o.max_prefill, "Longest prompt whose prefill (and TTFT) is timed")->capture_default_str();
+  command->add_option("--prefill-chunk", o.prefill_chunk,
+                      "Tokens a prefill pass takes (llama-bench's ubatch); the workspace is sized for one pass")
+      ->capture_default_str();
   command->add_option("--seed", o.seed, "Seed of the synthetic weights and prompts")->capture_default_str();
   command->add_option("--ablate", o.ablate_kernels,
                       "Diagnosis: also time the decode step with the kernels whose bare name contains this emptied "

@@ -77,9 +77,10 @@ std::string bench_markdown(const BenchReport& report) {
   md += fmt::format("{}; batch 1; decode: median over {} repeats of {} greedy steps (CUDA graph replays, device events). "
                     "Roofline: the fewest bytes a decode step moves (weights + cache/state read and written) at the "
                     "measured copy bandwidth; ratio = achieved / measured bandwidth. Prefill and TTFT: the whole context "
-                    "prefilled at once (chunks of 4,096 tokens), median over {} timed prefills after an untimed "
-                    "warm-up prefill of up to 4,096 tokens.\n\n",
-                    report.date, report.repeats, report.generated_tokens, report.repeats);
+                    "prefilled at once (passes of {} tokens), median over {} timed prefills after an untimed "
+                    "warm-up prefill of up to {} tokens.\n\n",
+                    report.date, report.repeats, report.generated_tokens, report.prefill_chunk,
+                    report.repeats, report.prefill_chunk);
   md += "| mixer | context | decode tok/s | roofline tok/s | ratio | prefill tok/s | TTFT s | weights | cache (measured) "
         "| cache (accounting) | workspace | peak device | bytes / token |\n"
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -100,7 +101,8 @@ std::string bench_markdown(const BenchReport& report) {
 nlohmann::json bench_json(const BenchReport& report) {
   nlohmann::json out = {{"command", report.command_line}, {"date", report.date}, {"device", report.device},
                         {"model", report.model}, {"dtype", report.dtype}, {"generated_tokens", report.generated_tokens},
-                        {"repeats", report.repeats}, {"rows", nlohmann::json::array()}};
+                        {"repeats", report.repeats}, {"prefill_chunk", report.prefill_chunk},
+                        {"rows", nlohmann::json::array()}};
   for (const auto& r : report.rows) {
     nlohmann::json row = {{"mixer", r.mixer}, {"context", r.context},
                           {"decode_tokens_per_second", r.decode_tokens_per_second},

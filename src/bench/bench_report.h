@@ -42,6 +42,7 @@ struct BenchReport {
   std::string dtype;
   int generated_tokens = 0;
   int repeats = 0;
+  int prefill_chunk = 0;  // tokens a prefill pass takes (--prefill-chunk)
   std::vector<BenchRow> rows;
 };
 

@@ -101,14 +101,13 @@ std::string today() {
 
 }  // namespace
 
-constexpr int kPrefillChunk = 4096;  // tokens per prefill pass (cuBLAS is near its peak from ~2K rows)
-
 BenchReport run_bench(const BenchOptions& options, const std::function<void(const std::string&)>& progress) {
   if (options.shape.empty() == options.model_dir.empty()) fail("bench", "give exactly one of --shape NAME or --model DIR");
   if (options.mixers.empty()) fail("--mixer", "give at least one mixer");
   if (options.contexts.empty()) fail("--context", "give at least one context length");
   if (options.generated_tokens < 1) fail("--gen", "must be at least 1");
   if (options.repeats < 1) fail("--repeat", "must be at least 1");
+  if (options.prefill_chunk < 1) fail("--prefill-chunk", "must be at least 1 token, got " + std::to_string(options.prefill_chunk));
   for (const auto& mixer : options.mixers) MixerSpec::parse(mixer);  // every spec checked before any run
   for (const auto& kernel : options.ablate_kernels) parse_kernel_selection(kernel);  // NAME[#I[/N]][+…]
 
@@ -118,6 +117,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   report.dtype = options.dtype;
   report.generated_tokens = options.generated_tokens;
   report.repeats = options.repeats;
+  report.prefill_chunk = options.prefill_chunk;
   const std::size_t element_bytes = device_dtype_bytes(parse_device_dtype(options.dtype));
   double bandwidth = 0;
   std::mt19937_64 rng(options.seed);
@@ -142,7 +142,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
       {
         // One prefill chunk size for every context, so the workspace (activations of one chunk)
         // is the same fixed amount at 1K and at 256K, and peak memory differs only by the cache.
-        const auto session = device.new_session(capacity, kPrefillChunk);
+        const auto session = device.new_session(capacity, options.prefill_chunk);
         row.cache_bytes = session->state_bytes();
         row.workspace_bytes = session->workspace_bytes();
         for (const auto& spec : bench.layer_mixers)
@@ -154,7 +154,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
           for (auto& id : prompt) id = token(rng);
           // An untimed warm-up prefill first, as llama-bench and vLLM's benchmarks do: the first
           // prefill of a process also loads kernels lazily and lets cuBLAS pick its algorithms.
-          const std::span<const std::int32_t> warm_up(prompt.data(), std::min<std::size_t>(prompt.size(), kPrefillChunk));
+          const std::span<const std::int32_t> warm_up(prompt.data(), std::min<std::size_t>(prompt.size(), options.prefill_chunk));
           device.time_prefill(*session, warm_up);
           // The median of `repeats` timed prefills, as for the decode (time_prefill starts each from
           // position 0): one prefill's time moves by ±1% from run to run.

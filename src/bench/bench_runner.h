@@ -22,6 +22,9 @@ struct BenchOptions {
   int repeats = 5;
   std::string dtype = "bf16";
   std::int64_t max_prefill = 32768;  // longest prompt whose prefill is timed (TTFT)
+  // Tokens a prefill pass takes (llama-bench's ubatch): the activations and the mixers' prefill
+  // workspace are sized for one pass, the same at every context. cuBLAS is near its peak from ~2K rows.
+  int prefill_chunk = 4096;
   std::uint64_t seed = 1;
   std::vector<std::string> ablate_kernels;  // --ablate: time the step with these kernels emptied too
 };
