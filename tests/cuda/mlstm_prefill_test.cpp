@@ -55,11 +55,17 @@ constexpr int kPrefixTokens = 20;  // tokens run on the CPU to make the starting
 // contribution moves the outputs by O(1).
 constexpr double kTf32TermError = 5 * 0x1p-11;
 // MlstmProducts::Bf16 (the bf16 models' outputs kernel): q, k, v, C_c and S' rounded to bf16 (a
-// relative 2^-8) once where they are staged, the contributions still in TF32: a term is rounded
-// at most four times at 2^-8 (q and C_c; or q and k, S' and v).
+// relative 2^-8) once where they are staged, the contributions with w∘V in bf16 and k in TF32: a
+// term is rounded at most four times at 2^-8 (q and C_c, whose terms carry one bf16 and one TF32
+// rounding; or q and k, S' and v).
 constexpr double kBf16TermError = 5 * 0x1p-8;
 double term_error_of(cuda::MlstmProducts products) {
   return products == cuda::MlstmProducts::Bf16 ? kBf16TermError : kTf32TermError;
+}
+// The state's C, a sum of k_j (w∘v)_jᵀ terms: both operands in TF32 (2·2^-11, and 2^-11 for the
+// fp32 sums and the scan), or w∘V in bf16 (Bf16: 2^-8 in place of one 2^-11).
+double matrix_term_error_of(cuda::MlstmProducts products) {
+  return products == cuda::MlstmProducts::Bf16 ? 0x1p-8 + 2 * 0x1p-11 : 3 * 0x1p-11;
 }
 
 // The chunkwise prefill (recurrent_chunkwise.cuh's mlstm_prefill, parallel over chunks): shapes.
@@ -148,8 +154,8 @@ double largest_denominator_conditioning(const cpu::MlstmShape& shape, const test
 // over |q|, |k|, |v| with the same gates (so the same stabilizer m, and every term positive) has
 // the state |C| whose entries are the sums of the magnitudes of the terms that make C's, so
 // |q̂|ᵀ|C|_τ is the sum of the magnitudes of h_τ's numerator terms. Output bound: term_error ×
-// that / h_τ's denominator (from the actual state), per output; state bound: (two roundings, k and
-// v) 3·2^-11 × |C| at the end. `absolute` is x with |q|, |k|, |v|; `state` and `magnitudes` the
+// that / h_τ's denominator (from the actual state), per output; state bound: matrix_term_error
+// × |C| at the end. `absolute` is x with |q|, |k|, |v|; `state` and `magnitudes` the
 // actual and the |·| states entering token `first`; `want` the CPU outputs from token `first` on.
 struct RoundingBounds {
   double outputs, matrix;
@@ -157,7 +163,7 @@ struct RoundingBounds {
 RoundingBounds rounding_error_bound(const cpu::MlstmShape& shape, const testing::MlstmSequence& x,
                                     const testing::MlstmSequence& absolute, int first, int n,
                                     testing::HostMlstmState state, testing::HostMlstmState magnitudes,
-                                    std::span<const float> want, double term_error) {
+                                    std::span<const float> want, double term_error, double matrix_term_error) {
   const int d = shape.head_dim;
   std::vector<float> ignored(std::size_t(shape.query_heads) * d), magnitude_out(ignored.size());
   double bound_squares = 0, want_squares = 0;
@@ -178,7 +184,7 @@ RoundingBounds rounding_error_bound(const cpu::MlstmShape& shape, const testing:
   }
   double matrix_bound_squares = 0, matrix_squares = 0;
   for (std::size_t i = 0; i < state.matrix.size(); ++i) {
-    const double bound = 3 * 0x1p-11 * magnitudes.matrix[i];
+    const double bound = matrix_term_error * magnitudes.matrix[i];
     matrix_bound_squares += bound * bound, matrix_squares += double(state.matrix[i]) * state.matrix[i];
   }
   return {std::sqrt(bound_squares / want_squares), std::sqrt(matrix_bound_squares / matrix_squares)};
@@ -217,7 +223,7 @@ void expect_prefill_equals_recurrence(const cpu::MlstmShape& shape, int n, Gates
                          ignored.data());
     const RoundingBounds bounds = rounding_error_bound(shape, x, magnitudes, kPrefixTokens, n, entering, magnitude_state,
                                                        std::span<const float>(out_cpu).subspan(from),
-                                                       term_error_of(products));
+                                                       term_error_of(products), matrix_term_error_of(products));
     output_tolerance = std::max(output_tolerance, bounds.outputs);
     matrix_tolerance = bounds.matrix;
   }

@@ -67,7 +67,9 @@
 //   it is kernel 3 now: 54 µs, and kernel 4 155 µs in TF32 or 92 µs in bf16 products (stop 20;
 //   kernel 3's time is mostly waiting on q's loads). Stop 21: the scan leaves C_c in bf16 for the
 //   bf16 kernel 4 (18 and 84 µs); Qwen3.5-like (d = 256) runs it too, in chunks of 64 (kernel 4
-//   306 µs in TF32 at L = 32 → 138, the scan 93 → 36). Line-by-line readings:
+//   306 µs in TF32 at L = 32 → 138, the scan 93 → 36). Stop 29: kernel 1 stages w∘V in bf16 for
+//   bf16 models (54 KiB, four blocks an SM: the 512 blocks in one wave, not 1.3): 42–45 → 34–35 µs.
+//   Line-by-line readings:
 //   docs/notes/cuda-stop15-2026-12-01.md … cuda-stop21-2026-12-02.md.
 // Workspace (kept, not recomputed: recomputing C_c would cost O(chunks²·d²)): per state and chunk
 // d² floats (and d² bf16 for the bf16 kernel 4) + d doubles + 152 bytes, L² + (G + 1)·L floats,
@@ -427,7 +429,7 @@ int chunk_length(const cpu::MlstmShape& shape, MlstmProducts products) {
     const bool outputs_fit = bf16_outputs(shape, chunk, products) ||
                              (OutputLayout(chunk, d, group, true, false).carve.bytes() <= kSharedMemoryLimit &&
                               (tiles + warp_columns - 1) / warp_columns <= output_tiles_per_warp(true));
-    if (outputs_fit && ContributionLayout(chunk, d).carve.bytes() <= kSharedMemoryLimit &&
+    if (outputs_fit && ContributionLayout(chunk, d, /*bf16_values=*/false).carve.bytes() <= kSharedMemoryLimit &&
         DenominatorLayout(chunk, d, group).carve.bytes() <= kSharedMemoryLimit)
       return chunk;
   }

@@ -299,13 +299,17 @@ __device__ __forceinline__ void copy_chunk_scales_async(const PrefillArgs& a, st
 
 // ---- Kernel 1's shared memory (the host sizes it too) -------------------------------------------
 
+// bf16_values (MlstmProducts::Bf16): w∘V is staged as bf16, `stride` elements a row (half the
+// bytes): 54 KiB at d = 128, L = 64, so four blocks share a multiprocessor and the 512 blocks of a
+// 4,096-token Qwen3-4B launch run as one wave (three an SM, 72 KiB with fp32 values, left 1.3).
 struct ContributionLayout {
   int stride, keys, values, input, log_forget, cumulative, weights, scalars;
   SharedCarve carve;
-  __host__ __device__ ContributionLayout(int chunk, int d) {
-    stride = round_up(d, 32) + 8;  // ≡ 8 mod 32: conflict-free fragments of Kᵀ and of V
+  __host__ __device__ ContributionLayout(int chunk, int d, bool bf16_values) {
+    // ≡ 8 mod 32 floats: conflict-free fragments of Kᵀ and of V in fp32; in bf16, 4 mod 32 words
+    stride = round_up(d, 32) + 8;
     keys = carve.take(chunk * stride);
-    values = carve.take(chunk * stride);
+    values = carve.take(bf16_values ? chunk * stride / 2 : chunk * stride);
     input = carve.take(2 * chunk);       // ĩ_τ, double
     log_forget = carve.take(2 * chunk);  // logf_τ, double
     cumulative = carve.take(2 * chunk);  // b_τ, double

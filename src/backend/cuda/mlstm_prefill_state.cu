@@ -5,8 +5,10 @@
 // mlstm_prefill_device.cuh; the contract in recurrent_chunkwise.cuh.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/mlstm_prefill_device.cuh"
 #include "backend/cuda/recurrent_device.cuh"
@@ -78,19 +80,46 @@ __device__ float stabilizer_after_chunk(float m, const ChunkSummary& chunk, cons
 
 // ---- Kernel 1: each chunk's contribution --------------------------------------------------------
 
-// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, or one TF32 pass: kProducts), Δñ_c = Σ w_j k_j (double),
-// w_j = e^{D_Lj − λ_c}; the gates of the chunk in double and its summary for the stabilizer chain.
+// Kernel 1 with MlstmProducts::Bf16 (bf16 models) stages w∘V in bf16 (ContributionLayout): v is
+// read into registers at the block's start, scaled by w_j in fp32 once the chain has given w, and
+// rounded once; k stays fp32 (Δñ's double path and the TF32 A fragments read it). A bf16 value is
+// a TF32 one as it is (8 significant bits of 11): its B fragment is its bits shifted, no rounding.
+// Quads of v a thread holds from the start (d = 128, L = 64: all of them); the rest of a larger
+// head is read when it is stored.
+constexpr int kEarlyValueQuads = 8;
+
+struct Bf16RowMajor {
+  const __nv_bfloat16* p;
+  int stride;
+};
+__device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf16RowMajor m, int k, int column,
+                                       int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const auto bits = [&](int r, int c) {
+    return std::uint32_t(*reinterpret_cast<const unsigned short*>(m.p + r * m.stride + c)) << 16;
+  };
+  b0 = bits(k + t, column + g);
+  b1 = bits(k + t + 4, column + g);
+}
+
+// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, one TF32 pass, or w∘V in bf16: kProducts),
+// Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c}; the gates of the chunk in double and its
+// summary for the stabilizer chain. Bf16 asks for four blocks an SM (64 registers); the others
+// keep no minimum (0: an explicit 1 costs them 6 registers).
 template <MlstmProducts kProducts>
-__global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(PrefillArgs a) {
+__global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts::Bf16 ? 4 : 0)
+    chunk_contributions_kernel(PrefillArgs a) {
+  constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, kv = a.kv_head(s), count = a.count(c);
   const int first_token = c * a.chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const ContributionLayout layout(a.chunk, d);
+  const ContributionLayout layout(a.chunk, d, kBf16Values);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
   float* values = shared + layout.values;
+  __nv_bfloat16* bf16_values = reinterpret_cast<__nv_bfloat16*>(shared + layout.values);
   double* input = reinterpret_cast<double*>(shared + layout.input);
   double* log_forget = reinterpret_cast<double*>(shared + layout.log_forget);
   double* cumulative = reinterpret_cast<double*>(shared + layout.cumulative);
@@ -99,14 +128,28 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
 
   // Rows of k and v, zero past the chunk and past d (padding rows of Kᵀ's m-tiles).
-  for (int item = threadIdx.x; item < a.chunk * width / 4; item += blockDim.x) {
+  const int quads = a.chunk * width / 4;
+  const auto value_quad = [&](int item) {  // v's quad `item` of the padded chunk (zero outside it)
+    const int j = item / (width / 4), column = 4 * (item % (width / 4));
+    if (j >= count || column >= d) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return *reinterpret_cast<const float4*>(a.v + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
+  };
+  for (int item = threadIdx.x; item < quads; item += blockDim.x) {
     const int j = item / (width / 4), column = 4 * (item % (width / 4));
     const bool present = j < count && column < d;
     const std::size_t at = (std::size_t(first_token + (present ? j : 0)) * a.kv_heads + kv) * d + (present ? column : 0);
     copy16_async(keys + j * layout.stride + column, a.k + at, present);
-    copy16_async(values + j * layout.stride + column, a.v + at, present);
+    if constexpr (!kBf16Values) copy16_async(values + j * layout.stride + column, a.v + at, present);
   }
   commit_async_copies();
+  float4 early_values[kBf16Values ? kEarlyValueQuads : 1];
+  if constexpr (kBf16Values) {
+    #pragma unroll
+    for (int u = 0; u < kEarlyValueQuads; ++u) {
+      const int item = threadIdx.x + u * kRecurrentThreads;
+      early_values[u] = item < quads ? value_quad(item) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const std::size_t at = std::size_t(first_token + j) * a.gates.stride + s;
     const device::MlstmLogGates gates = device::mlstm_log_gates(a.gates.input[at], a.gates.forget[at]);
@@ -150,11 +193,25 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
   for (int j = threadIdx.x; j < a.chunk; j += blockDim.x)
     weights[j] = j < count ? exp(scalars[0] - cumulative[j] + input[j] - scalars[1]) : 0.0;
   __syncthreads();
-  for (int j = warp; j < a.chunk; j += kWarps) {  // w∘V: a warp a row, four columns a lane, no division
-    const float w = float(weights[j]);
-    for (int column = 4 * lane; column < width; column += 4 * 32) {
-      float4& quad = *reinterpret_cast<float4*>(values + j * layout.stride + column);
-      quad.x *= w, quad.y *= w, quad.z *= w, quad.w *= w;
+  if constexpr (kBf16Values) {  // w∘V rounded once into bf16: the quads held, then the rest
+    const auto store_scaled = [&](int item, float4 x) {
+      const int j = item / (width / 4), column = 4 * (item % (width / 4));
+      const float w = float(weights[j]);
+      *reinterpret_cast<uint2*>(bf16_values + j * layout.stride + column) = make_uint2(
+          device::pack_pair<__nv_bfloat16>(w * x.x, w * x.y), device::pack_pair<__nv_bfloat16>(w * x.z, w * x.w));
+    };
+    #pragma unroll
+    for (int u = 0; u < kEarlyValueQuads; ++u)
+      if (const int item = threadIdx.x + u * kRecurrentThreads; item < quads) store_scaled(item, early_values[u]);
+    for (int item = threadIdx.x + kEarlyValueQuads * kRecurrentThreads; item < quads; item += kRecurrentThreads)
+      store_scaled(item, value_quad(item));
+  } else {
+    for (int j = warp; j < a.chunk; j += kWarps) {  // w∘V: a warp a row, four columns a lane, no division
+      const float w = float(weights[j]);
+      for (int column = 4 * lane; column < width; column += 4 * 32) {
+        float4& quad = *reinterpret_cast<float4*>(values + j * layout.stride + column);
+        quad.x *= w, quad.y *= w, quad.z *= w, quad.w *= w;
+      }
     }
   }
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
@@ -181,7 +238,10 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunk_contributions_kernel(
       for (int i = 0; i < 4; ++i) {
         if (column_tile + i >= column_tiles) continue;
         Operand<kProducts> b0, b1;
-        load_b<kProducts>(b0, b1, RowMajor{values, layout.stride}, k, 8 * (column_tile + i), lane);
+        if constexpr (kBf16Values)
+          load_b(b0, b1, Bf16RowMajor{bf16_values, layout.stride}, k, 8 * (column_tile + i), lane);
+        else
+          load_b<kProducts>(b0, b1, RowMajor{values, layout.stride}, k, 8 * (column_tile + i), lane);
         #pragma unroll
         for (int m = 0; m < 2; ++m)
           if (row_tile + m < row_tiles) mma(acc[m][i], af[m], b0, b1);
@@ -337,11 +397,18 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
 }  // namespace
 
 void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream) {
-  launch_dependent(args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
-                                                        : chunk_contributions_kernel<MlstmProducts::Tf32>,
-                   dim3(args.states, args.chunks), dim3(kRecurrentThreads),
-                   ContributionLayout(args.chunk, args.head_dim).carve.bytes(), stream, "chunk_contributions_kernel",
-                   args);
+  const bool bf16_values = args.products == MlstmProducts::Bf16;
+  const auto kernel = args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
+                      : bf16_values                        ? chunk_contributions_kernel<MlstmProducts::Bf16>
+                                                           : chunk_contributions_kernel<MlstmProducts::Tf32>;
+  // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
+  // may keep more L1 and run fewer.
+  if (bf16_values)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+          "chunk_contributions_kernel");
+  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads),
+                   ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes(), stream,
+                   "chunk_contributions_kernel", args);
 }
 
 void mlstm_prefill_detail::launch_state_scan(const PrefillArgs& args, cudaStream_t stream) {

@@ -44,8 +44,9 @@ enum class MlstmProducts {
          // already, so the mixer's inputs are not resolved finer than that (~3× fewer instructions)
   Bf16,  // the outputs' products on bf16 operands (q, k, v, C_c and the weighted scores rounded
          // to bf16 once, as the window attention rounds its q, k, v and softmax weights), fp32
-         // accumulation; the contributions as Tf32. For bf16 models, where the shape has that
-         // kernel (L = 64, d a multiple of 32 up to 128, or 256); other shapes run Tf32
+         // accumulation; the contributions with w∘V in bf16 and k in TF32. For bf16 models, where
+         // the shape has that outputs kernel (L = 64, d a multiple of 32 up to 128, or 256); other
+         // shapes run Tf32's outputs kernel
 };
 // Token j's gates for state head s: input[j·stride + s], forget[j·stride + s]. stride ≥ S: S for
 // gates of their own, more where one projection lays out a token's gates side by side (the
