@@ -87,10 +87,6 @@ struct Bf16OutputLayout {
 __device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
   return device::pack_pair<__nv_bfloat16>(low, high);
 }
-// Four floats as four bf16 at an 8-byte aligned shared address.
-__device__ __forceinline__ void store_bf16x4(__nv_bfloat16* at, float4 x) {
-  *reinterpret_cast<uint2*>(at) = make_uint2(pack_bf16(x.x, x.y), pack_bf16(x.z, x.w));
-}
 
 // ---- The kernel -------------------------------------------------------------------------------------
 

@@ -267,6 +267,12 @@ __device__ __forceinline__ void mma_fp64(double (&d)[2], double a, double b) {
       : "d"(a), "d"(b));
 }
 
+// Four floats as four bf16 at an 8-byte aligned address (kernel 1's w∘V, kernel 4's q, k, v).
+__device__ __forceinline__ void store_bf16x4(__nv_bfloat16* at, float4 x) {
+  *reinterpret_cast<uint2*>(at) =
+      make_uint2(device::pack_pair<__nv_bfloat16>(x.x, x.y), device::pack_pair<__nv_bfloat16>(x.z, x.w));
+}
+
 // ---- The stabilizer chain -----------------------------------------------------------------------
 
 __device__ __forceinline__ float step_stabilizer(float m, double2 gates) {

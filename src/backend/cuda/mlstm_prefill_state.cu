@@ -197,8 +197,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
     const auto store_scaled = [&](int item, float4 x) {
       const int j = item / (width / 4), column = 4 * (item % (width / 4));
       const float w = float(weights[j]);
-      *reinterpret_cast<uint2*>(bf16_values + j * layout.stride + column) = make_uint2(
-          device::pack_pair<__nv_bfloat16>(w * x.x, w * x.y), device::pack_pair<__nv_bfloat16>(w * x.z, w * x.w));
+      store_bf16x4(bf16_values + j * layout.stride + column, make_float4(w * x.x, w * x.y, w * x.z, w * x.w));
     };
     #pragma unroll
     for (int u = 0; u < kEarlyValueQuads; ++u)
