@@ -145,10 +145,8 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   float4 early_values[kBf16Values ? kEarlyValueQuads : 1];
   if constexpr (kBf16Values) {
     #pragma unroll
-    for (int u = 0; u < kEarlyValueQuads; ++u) {
-      const int item = threadIdx.x + u * kRecurrentThreads;
-      early_values[u] = item < quads ? value_quad(item) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
+    for (int u = 0; u < kEarlyValueQuads; ++u)  // value_quad is zero past the padded chunk too
+      early_values[u] = value_quad(threadIdx.x + u * kRecurrentThreads);
   }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const std::size_t at = std::size_t(first_token + j) * a.gates.stride + s;
