@@ -15,6 +15,11 @@ cmake --build "$build" -j"$(nproc)"
 stage=$(mktemp -d)
 mkdir -p "$stage/bin"
 cp "$build/bifocal" "$build/bifocal_tests" "$stage/bin/"
+# The CUPTI timeline library (kernel_timeline.sh) and the CUPTI it links, where the build made it.
+if [ -e "$build/libbifocal_timeline.so" ]; then
+  cp "$build/libbifocal_timeline.so" "$stage/bin/"
+  cp -L "$(ldd "$build/libbifocal_timeline.so" | awk '/libcupti/ {print $3}')" "$stage/bin/"
+fi
 echo "$build" > "$stage/build_dir"
 mkdir -p "$(dirname "$bundle")"
 tar -C "$stage" -cJf "$bundle" bin build_dir
