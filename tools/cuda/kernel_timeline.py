@@ -15,11 +15,13 @@ A step is the kernels of one graph launch, cut after advance_decode_step_kernel 
 of every step). Inside a step the kernels are keyed by their place in the graph (graph node ids
 follow the capture order), and the run of places whose names repeat with one period is taken as
 the layers: the table has one row for each place in a layer (summed over the layers) and one for
-each kernel outside them (embedding, LM head, argmax, …). Values are medians over the steps; a run
+each kernel outside them (embedding, LM head, argmax, …), then the middle layer of the middle step
+kernel by kernel (start, end, what it adds). Values are medians over the steps; a run
 of several mixers gets one table a decode graph. Runs with --ablate are refused (their reference
 steps end in an emptied kernel, not in advance_decode_step_kernel).
 """
 import csv
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -28,6 +30,8 @@ from kernel_times import short_name
 
 STEP_KERNEL = "advance_decode_step_kernel"
 EMPTIED_KERNEL = "emptied_kernel"  # graph_ablation.cu's stand-in
+# bifocal's own namespaces, left out of template arguments too (the labels stay readable)
+NAMESPACES = re.compile(r"bifocal::cuda::(\(anonymous namespace\)::)?")
 
 
 def read_records(lines):
@@ -40,7 +44,7 @@ def read_records(lines):
     for row in reader:
         records.append({"start": int(row["start_ns"]), "end": int(row["end_ns"]), "node": int(row["graph_node"]),
                         "grid": int(row["grid_blocks"]), "threads": int(row["block_threads"]),
-                        "name": short_name(row["name"])})
+                        "name": NAMESPACES.sub("", short_name(row["name"]))})
     return records
 
 
@@ -155,7 +159,26 @@ def summarise_graph(steps, names):
         lines.append(f"| `{label}` | {grid} × {threads} | {launches[label]} | "
                      f"{statistics.median(per_step_duration[label]):.2f} | {statistics.median(per_step_early[label]):.2f} | "
                      f"{added:.1f} | {100 * added / span:.1f}% |")
+    lines += middle_layer(steps, len(steps) // 2, names)
     return "\n".join(lines) + "\n"
+
+
+def middle_layer(steps, index, names):
+    """The middle layer of step `index` kernel by kernel, in µs from the step's first start: when each
+    kernel ran against its neighbours (what the medians above cannot show)."""
+    first, period, repeats = layer_period(list(names))
+    if repeats < 2:
+        return []
+    layer, step = repeats // 2, steps[index]
+    by_node = sorted(step, key=lambda r: r["node"])
+    begin = min(r["start"] for r in step)
+    _, added = frontier_walk(step)
+    lines = ["", f"Layer {layer + 1} of {repeats} in step {index + 1} of {len(steps)}, µs from the step's first start:", "",
+             "| kernel | start | end | lasts | adds |", "| --- | ---: | ---: | ---: | ---: |"]
+    for record in by_node[first + layer * period:first + (layer + 1) * period]:
+        lines.append(f"| `{record['name']}` | {(record['start'] - begin) / 1e3:.2f} | {(record['end'] - begin) / 1e3:.2f} | "
+                     f"{(record['end'] - record['start']) / 1e3:.2f} | {added[id(record)] / 1e3:.2f} |")
+    return lines
 
 
 def main():

@@ -47,6 +47,10 @@ class KernelTimelineTest(unittest.TestCase):
         self.assertIn("| `layer kernel 2: attention_kernel` | 132 × 256 | 3 | 3.00 | -0.50 | 10.5 | 27.3% |", report)
         self.assertIn("| `lm_head_kernel` | 132 × 256 | 1 | 10.00 | 0.00 | 10.0 | 26.0% |", report)
         self.assertNotIn("fill_synthetic", report)
+        # the middle layer (2 of 3) of the middle step, from that step's first start: embed 2 µs, layer 1 8.5
+        self.assertIn("Layer 2 of 3 in step", report)
+        self.assertIn("| `gemv_kernel<float>` | 9.50 | 15.50 | 6.00 | 5.00 |", report)
+        self.assertIn("| `attention_kernel` | 16.00 | 19.00 | 3.00 | 3.50 |", report)
 
     def test_each_decode_graph_gets_its_own_table(self):
         text, t = HEADER, 0
@@ -67,6 +71,10 @@ class KernelTimelineTest(unittest.TestCase):
         records = self.timeline(extra=row(10**7, 10**7 + 10, 9, "emptied_kernel"))
         with self.assertRaisesRegex(ValueError, "--ablate"):
             kernel_timeline.summarise(records)
+
+    def test_labels_leave_out_bifocals_namespaces(self):
+        text = HEADER + row(0, 10, 3, "gemv_kernel<float, bifocal::cuda::(anonymous namespace)::PlainInput<float>, 4>")
+        self.assertEqual(kernel_timeline.read_records(io.StringIO(text))[0]["name"], "gemv_kernel<float, PlainInput<float>, 4>")
 
     def test_a_kernel_hidden_behind_another_adds_nothing(self):
         before, added = kernel_timeline.frontier_walk([
