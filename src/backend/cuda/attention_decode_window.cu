@@ -57,6 +57,7 @@
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/qk_norm_rope_device.cuh"
+#include "backend/cuda/window_phase_stamps.cuh"
 
 namespace bifocal::cuda {
 namespace {
@@ -371,6 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const T* keys = a.keys + std::int64_t(kv) * d;  // slot j's row: keys + j·row_stride
   const T* values = a.values + std::int64_t(kv) * d;
 
+  device::WindowPhaseStamps phases;  // a debug build's (window_phase_stamps.cuh); nothing otherwise
+  phases.begin();
   if (!a.launch_next_after_wait) device::allow_next_kernel_launch();
   if (ring) {  // the block's rows into L2 while the previous kernels run (a hint: no value is read)
     const std::int64_t begin = a.slots * rank / ranks, end = a.slots * (rank + 1) / ranks;
@@ -382,6 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       prefetch_line_to_l2(a.slot_positions + min(begin + 16 * i, end - 1));
   }
   device::wait_for_previous_kernel();  // q, p, the new token (or its stored slot) are the previous kernels'
+  phases.mark(device::kPhaseWaited);
   if (a.launch_next_after_wait) device::allow_next_kernel_launch();
 
   // The block's slots. A linear cache is read only up to p (its rows past p were never written).
@@ -434,6 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  phases.mark(device::kPhaseQueryReady);
   if (threadIdx.x < GROUP) {
     running_max[threadIdx.x] = -INFINITY;
     running_sum[threadIdx.x] = 0.0f;
@@ -456,6 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     else
       wait_async_copies<0>();
     __syncthreads();  // the round's rows, q and the running state are visible to the block
+    if (round == 0) phases.mark(device::kPhaseRowsLanded);
     const std::int64_t first = round_first(round);
     const int count = round_count(round);
     if (new_slot >= first && new_slot < first + count) {  // block-uniform
@@ -496,6 +502,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     commit_async_copies();
   }
 
+  phases.mark(device::kPhaseRoundsDone);
   // 2. The block's partial: the row groups' accumulators summed, first inside each warp by
   //    shuffles (its groups are `lanes` lanes apart), then over the warps through the staging
   //    memory, free now.
@@ -526,6 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   //    M = max(max_r m_r, S) (S: the learned sink, base 2; −∞ without). A block that saw no
   //    visible slot has m = −∞, l = 0, acc = 0: factor 0 on zeroes.
   cluster.sync();
+  phases.mark(device::kPhaseMergeStart);
   const int total = heads * d, from = total * rank / ranks, to = total * (rank + 1) / ranks;
   for (int i = from + int(threadIdx.x); i < to; i += kThreads) {
     const int g = i / d;
@@ -553,7 +561,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     store_out(out + std::size_t(first_head) * d + i, numerator / denominator);
   }
+  phases.mark(device::kPhaseMerged);
   cluster.sync();  // no block leaves while another still reads its partial
+  phases.mark(device::kPhaseEnd);
+  phases.report();
 }
 
 // GROUP: the tile (a power of two) that holds heads_per_cluster query heads.

@@ -1,0 +1,38 @@
+"""window_phases.py on hand-made stamps whose phase lengths are known."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import window_phases  # noqa: E402
+
+
+def line(block, stamps):
+    return "window-phases " + " ".join(str(x) for x in [block] + stamps) + "\n"
+
+
+class WindowPhasesTest(unittest.TestCase):
+    def test_phase_lengths_and_when_the_blocks_finished_them(self):
+        # block 0: waits until 1,000 ns, then phases of 500 ns; block 1 returns 2 µs later, phases of 1 µs
+        lines = ["bench output\n", line(0, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000]),
+                 line(1, [200, 3000, 4000, 5000, 6000, 7000, 8000, 9000])]
+        report = window_phases.summarise(window_phases.read_stamps(lines))
+        self.assertIn("2 blocks;", report)
+        self.assertIn("| wait returned | 1.90 | 2.80 | 0.00 | 2.00 |", report)
+        self.assertIn("| q normed and rotated | 0.75 | 1.00 | 0.50 | 3.00 |", report)
+        self.assertIn("| end | 0.75 | 1.00 | 3.00 | 8.00 |", report)
+        self.assertIn("Blocks started from -1.00 to -0.80 µs", report)
+
+    def test_no_stamps_is_refused_with_the_build_flag_named(self):
+        with self.assertRaisesRegex(ValueError, "BIFOCAL_WINDOW_ATTENTION_PHASES"):
+            window_phases.read_stamps(["no stamps here\n"])
+
+    def test_a_short_line_and_a_block_twice_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "fields"):
+            window_phases.read_stamps(["window-phases 0 1 2 3\n"])
+        with self.assertRaisesRegex(ValueError, "twice"):
+            window_phases.read_stamps([line(3, list(range(8))), line(3, list(range(8)))])
+
+
+if __name__ == "__main__":
+    unittest.main()

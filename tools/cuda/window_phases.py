@@ -1,0 +1,66 @@
+"""The decode window attention's phases in place, from a build with -DBIFOCAL_WINDOW_ATTENTION_PHASES=1
+(src/backend/cuda/window_phase_stamps.cuh): every block of one launch prints its eight %globaltimer
+stamps, and this table says how long each phase took over the blocks and when the blocks got there.
+
+    $BUILD/bifocal bench --shape qwen3-4b --mixer swa:window=576,sink=learned --context 1k --max-prefill 0 \\
+        --gen 16 --repeat 1 2>&1 | python3 tools/cuda/window_phases.py
+
+A phase's row: its length in each block (median, max over the blocks) and, on the launch's clock
+(0 = the first block's return from its wait for q+k+v), when the first and the last block finished
+it. The last row's "last block" is the launch's end as its successor (o_proj) sees it.
+"""
+import statistics
+import sys
+
+PHASES = ["start", "wait returned", "q normed and rotated", "first rows landed", "rounds done",
+          "cluster merge begins", "outputs written", "end"]
+PREFIX = "window-phases "
+
+
+def read_stamps(lines):
+    """{block: [8 stamps in ns]} from the lines the kernel printed (other lines ignored)."""
+    blocks = {}
+    for line in lines:
+        if not line.startswith(PREFIX):
+            continue
+        fields = line[len(PREFIX):].split()
+        if len(fields) != 1 + len(PHASES):
+            raise ValueError(f"a window-phases line with {len(fields)} fields, not {1 + len(PHASES)}: {line.strip()}")
+        block, *stamps = (int(f) for f in fields)
+        if block in blocks:
+            raise ValueError(f"block {block} printed twice: more than one launch recorded?")
+        blocks[block] = stamps
+    if not blocks:
+        raise ValueError("no window-phases lines: was the build made with -DBIFOCAL_WINDOW_ATTENTION_PHASES=1, "
+                         "and did the run reach the recorded launch (window_phase_stamps.cuh's kRecordedLaunch)?")
+    return blocks
+
+
+def summarise(blocks):
+    origin = min(stamps[1] for stamps in blocks.values())  # the first return from the wait
+    lines = [f"{len(blocks)} blocks; µs, 0 = the first block's return from its wait for the previous kernel", "",
+             "| phase (ends at) | lasts: median | max | first block done at | last block done at |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for phase in range(1, len(PHASES)):
+        lengths = [(s[phase] - s[phase - 1]) / 1e3 for s in blocks.values()]
+        done = [(s[phase] - origin) / 1e3 for s in blocks.values()]
+        lines.append(f"| {PHASES[phase]} | {statistics.median(lengths):.2f} | {max(lengths):.2f} | "
+                     f"{min(done):.2f} | {max(done):.2f} |")
+    started = [(s[0] - origin) / 1e3 for s in blocks.values()]
+    lines += ["", f"Blocks started from {min(started):.2f} to {max(started):.2f} µs on that clock "
+              "(negative: before the first wait returned, as dependent launches do)."]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if len(sys.argv) > 2:
+        sys.exit("usage: window_phases.py [LOG]  (the run's output; standard input without LOG)")
+    source = open(sys.argv[1], encoding="utf-8", errors="replace") if len(sys.argv) == 2 else sys.stdin
+    try:
+        print(summarise(read_stamps(source)), end="")
+    except ValueError as error:
+        sys.exit(f"window_phases.py: {error}")
+
+
+if __name__ == "__main__":
+    main()
