@@ -10,6 +10,8 @@
 // that keeps its shape, as the decode step's attention does) prints them:
 //   window-phases BLOCK t0 t1 … t7        (ns, the GPU's global timer)
 // tools/cuda/window_phases.py turns the 128 lines into each phase's spread over the blocks.
+// The global timer advances in 256 ns steps on the H200 (docs/notes/cuda-stop26-2026-12-03.md):
+// a phase reads as a multiple of 0.256 µs in one block; the medians over the blocks smooth that.
 #pragma once
 
 #include <cstdio>
