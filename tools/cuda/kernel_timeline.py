@@ -24,7 +24,7 @@ import csv
 import re
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from kernel_times import short_name
 
@@ -87,7 +87,8 @@ def layer_period(names):
 
 
 def place_labels(names):
-    """A label per kernel of a step: 'layer i: name' for the repeating run, the name elsewhere."""
+    """A label per kernel of a step: 'layer kernel i: name' (its place i in a layer) for the repeating
+    run, the name elsewhere; and how many layers the run has (0: none found)."""
     first, period, repeats = layer_period(names)
     labels = []
     for i, name in enumerate(names):
@@ -122,9 +123,7 @@ def summarise_graph(steps, names):
     per_step_added = defaultdict(list)
     per_step_duration = defaultdict(list)
     per_step_early = defaultdict(list)
-    launches = defaultdict(int)
-    for label in labels:
-        launches[label] += 1
+    launches = Counter(labels)
     geometry = {}
     spans, gaps = [], []
     previous_end = None  # the previous step of this graph (another mixer's steps run in a block of their own)
