@@ -49,7 +49,6 @@ static __device__ unsigned window_phase_launches[kCountedBlocks];
 
 struct WindowPhaseStamps {
   unsigned long long at[kWindowPhaseCount] = {};
-  unsigned launch = 0;
 
   static __device__ unsigned long long now() {
     unsigned long long time;
@@ -60,7 +59,6 @@ struct WindowPhaseStamps {
     if constexpr (kWindowPhaseStamps) {
       if (threadIdx.x != 0) return;
       at[kPhaseStart] = now();
-      if (blockIdx.x < kCountedBlocks) launch = window_phase_launches[blockIdx.x]++;
     }
   }
   __device__ void mark(WindowPhase phase) {
@@ -69,7 +67,10 @@ struct WindowPhaseStamps {
   }
   __device__ void report() const {
     if constexpr (kWindowPhaseStamps) {
-      if (threadIdx.x != 0 || launch != kRecordedLaunch) return;
+      if (threadIdx.x != 0 || blockIdx.x >= kCountedBlocks) return;
+      // Counted here, at the end: the increment at the start stalled warp 0 until its load
+      // returned (a global round trip, ~1 µs in place), inside the very phase it measures.
+      if (window_phase_launches[blockIdx.x]++ != kRecordedLaunch) return;
       printf("window-phases %u %llu %llu %llu %llu %llu %llu %llu %llu\n", blockIdx.x, at[0], at[1], at[2], at[3], at[4],
              at[5], at[6], at[7]);
     }
