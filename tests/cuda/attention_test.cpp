@@ -385,6 +385,37 @@ INSTANTIATE_TEST_SUITE_P(Mixers, CudaDecodeSequence,
                                            SequenceCase{16, 2, 128, 0, 0, true, 2049, 30, true},     // split path
                                            SequenceCase{8, 2, 64, 2049, 4, false, 2049, 40, true}));
 
+// The window kernel's plan for the bench shapes runs every cluster at once on this device: a
+// launch of more clusters than fit runs the rest in a second wave, ~2× the kernel (stop 31: a
+// variant at 133 registers a thread held one block per multiprocessor, where the H200 runs 15
+// clusters of 8, and Qwen3-4B's 16th cluster waited: 381 → 333 tok/s). Guards the kernel's
+// registers and shared memory against that cliff, which no output test sees. (Not yet held past
+// the bench shapes: at 2,048 slots the staging takes 139 KiB, one block per multiprocessor, and
+// the H200 runs 15 of the 16 clusters at once — docs/notes/cuda-stop31-2026-12-03.md.)
+TEST_F(CudaAttention, WindowDecodeRunsEveryClusterAtOnceForTheBenchShapes) {
+  struct Case {
+    const char* name;
+    int query_heads, kv_heads, head_dim;
+    std::int64_t slots;
+  };
+  for (const Case& c : {Case{"qwen3-4b swa 576", 32, 8, 128, 576}, Case{"qwen3-4b bifocal 448", 32, 8, 128, 448},
+                        Case{"qwen3.5-4b-like swa 576", 16, 4, 256, 576},
+                        Case{"qwen3.5-4b-like bifocal 320", 16, 4, 256, 320},
+                        Case{"paper-fig2 swa 512", 16, 16, 64, 512}}) {
+    const cuda::DecodeAttentionArgs<__nv_bfloat16> bf16{.slots = c.slots, .query_heads = c.query_heads,
+                                                  .kv_heads = c.kv_heads, .head_dim = c.head_dim};
+    const cuda::DecodeAttentionArgs<__half> fp16{.slots = c.slots, .query_heads = c.query_heads, .kv_heads = c.kv_heads,
+                                           .head_dim = c.head_dim};
+    const cuda::WindowClusterFit swa = cuda::attention_decode_window_cluster_fit<__nv_bfloat16, __nv_bfloat16>(bf16);
+    const cuda::WindowClusterFit bifocal = cuda::attention_decode_window_cluster_fit<__nv_bfloat16, float>(bf16);
+    const cuda::WindowClusterFit paper = cuda::attention_decode_window_cluster_fit<__half, __half>(fp16);
+    EXPECT_GT(swa.clusters, 0) << c.name;
+    EXPECT_GE(swa.max_active, swa.clusters) << c.name << ": bf16 output";
+    EXPECT_GE(bifocal.max_active, bifocal.clusters) << c.name << ": fp32 output (Bifocal's window branch)";
+    EXPECT_GE(paper.max_active, paper.clusters) << c.name << ": fp16";
+  }
+}
+
 // store_kv_slots: the cache bytes and slot positions equal the CPU mixer's in-order store of a
 // chunk, for a ring the chunk overruns (only the last w − s tokens survive) and a linear cache.
 TEST_F(CudaAttention, StoreKvSlotsEqualsInOrderStore) {

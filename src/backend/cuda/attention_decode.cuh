@@ -98,6 +98,18 @@ void attention_decode(const DecodeAttentionArgs<T>& args, void* workspace, OutT*
 template <typename T, typename OutT>
 void attention_decode_window(const DecodeAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
 
+// attention_decode_window's launch for these arguments: its clusters, and how many of them the
+// device runs at once (cluster_launch.h's max_active_clusters). The kernel is meant to run every
+// cluster at once; more clusters than fit wait for a second wave (stop 31: at 133 registers a
+// thread instead of 109, one block per multiprocessor, Qwen3-4B's 16th cluster of 8 did, and decode
+// fell from 381 to 333 tok/s). Only the sizes and counts of `args` are read.
+struct WindowClusterFit {
+  int clusters = 0;    // launched
+  int max_active = 0;  // running at once
+};
+template <typename T, typename OutT>
+WindowClusterFit attention_decode_window_cluster_fit(const DecodeAttentionArgs<T>& args);
+
 // Stores n new tokens' keys/values (fp32 [n, kv_heads, head_dim], converted to T) in their cache
 // slots and records their positions. positions: device int64[n], consecutive and increasing
 // (one prefill chunk, or the one decoded token). Slot of position p:

@@ -577,20 +577,38 @@ void launch_window(const DecodeAttentionArgs<T>& a, int heads_per_cluster, OutT*
                      layout.ranks, std::size_t(layout.bytes), stream, "attention_decode_window_kernel", a, layout, out);
 }
 
+// The group tile for `heads` query heads per cluster: body.template operator()<GROUP>().
+template <typename Body>
+auto with_group_tile(int heads, Body&& body) {
+  if (heads <= 1) return body.template operator()<1>();
+  if (heads <= 2) return body.template operator()<2>();
+  if (heads <= 4) return body.template operator()<4>();
+  return body.template operator()<8>();
+}
+
+int planned_heads_per_cluster(int query_heads, int kv_heads, std::int64_t slots) {
+  return window_heads_per_cluster(query_heads / kv_heads, kv_heads, window_ranks(slots));
+}
+
 }  // namespace
 
 template <typename T, typename OutT>
 void attention_decode_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
-  const int group = a.query_heads / a.kv_heads;
-  const int heads = window_heads_per_cluster(group, a.kv_heads, window_ranks(a.slots));
-  if (heads <= 1)
-    launch_window<T, OutT, 1>(a, heads, out, stream);
-  else if (heads <= 2)
-    launch_window<T, OutT, 2>(a, heads, out, stream);
-  else if (heads <= 4)
-    launch_window<T, OutT, 4>(a, heads, out, stream);
-  else
-    launch_window<T, OutT, 8>(a, heads, out, stream);
+  const int heads = planned_heads_per_cluster(a.query_heads, a.kv_heads, a.slots);
+  with_group_tile(heads, [&]<int GROUP>() { launch_window<T, OutT, GROUP>(a, heads, out, stream); });
+}
+
+template <typename T, typename OutT>
+WindowClusterFit attention_decode_window_cluster_fit(const DecodeAttentionArgs<T>& a) {
+  const int heads = planned_heads_per_cluster(a.query_heads, a.kv_heads, a.slots);
+  return with_group_tile(heads, [&]<int GROUP>() {
+    const WindowLayout layout =
+        window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, heads, GROUP);
+    return WindowClusterFit{a.kv_heads * layout.slices,
+                            max_active_clusters(attention_decode_window_kernel<T, OutT, GROUP>, kThreads,
+                                                layout.ranks, std::size_t(layout.bytes),
+                                                "attention_decode_window_kernel")};
+  });
 }
 
 template void attention_decode_window<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, float*,
@@ -602,5 +620,11 @@ template void attention_decode_window<float, __nv_bfloat16>(const DecodeAttentio
                                                             cudaStream_t);
 template void attention_decode_window<__half, float>(const DecodeAttentionArgs<__half>&, float*, cudaStream_t);
 template void attention_decode_window<__half, __half>(const DecodeAttentionArgs<__half>&, __half*, cudaStream_t);
+
+template WindowClusterFit attention_decode_window_cluster_fit<__nv_bfloat16, float>(
+    const DecodeAttentionArgs<__nv_bfloat16>&);
+template WindowClusterFit attention_decode_window_cluster_fit<__nv_bfloat16, __nv_bfloat16>(
+    const DecodeAttentionArgs<__nv_bfloat16>&);
+template WindowClusterFit attention_decode_window_cluster_fit<__half, __half>(const DecodeAttentionArgs<__half>&);
 
 }  // namespace bifocal::cuda

@@ -69,4 +69,30 @@ void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, i
   check(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name);
 }
 
+// How many clusters of (ranks, 1, 1) blocks of `kernel` (threads each, shared_bytes of dynamic
+// shared memory) the device runs at once (cudaOccupancyMaxActiveClusters). A cluster is placed
+// whole inside one GPC, so this is below multiprocessors / ranks where the GPCs' sizes leave
+// remainders — the H200 runs 15 clusters of 8 at one block per multiprocessor, not 16. A launch of
+// more clusters than this runs the rest in a second wave.
+template <typename... KernelArgs>
+int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, std::size_t shared_bytes,
+                        const char* name) {
+  if (shared_bytes > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(ranks);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(ranks));
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = shared_bytes;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  check(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config), name);
+  return clusters;
+}
+
 }  // namespace bifocal::cuda
