@@ -22,6 +22,13 @@ class WindowPhasesTest(unittest.TestCase):
         self.assertIn("| q normed and rotated | 0.75 | 1.00 | 0.50 | 3.00 |", report)
         self.assertIn("| end | 0.75 | 1.00 | 3.00 | 8.00 |", report)
         self.assertIn("Blocks started from -1.00 to -0.80 µs", report)
+        self.assertIn("1 of 2 blocks returned from the wait more than one timer tick after the first (up to 2.00 µs); "
+                      "they started from -0.80 to -0.80 µs and took 2.80 µs (median; max 2.80)", report)
+
+    def test_blocks_within_one_timer_tick_of_the_first_return_are_not_late(self):
+        lines = [line(0, [0, 1000] + [2000] * 6), line(1, [100, 1256] + [2000] * 6)]
+        report = window_phases.summarise(window_phases.read_stamps(lines))
+        self.assertNotIn("returned from the wait more than", report)
 
     def test_no_stamps_is_refused_with_the_build_flag_named(self):
         with self.assertRaisesRegex(ValueError, "BIFOCAL_WINDOW_ATTENTION_PHASES"):

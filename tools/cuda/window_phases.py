@@ -7,7 +7,9 @@ stamps, and this table says how long each phase took over the blocks and when th
 
 A phase's row: its length in each block (median, max over the blocks) and, on the launch's clock
 (0 = the first block's return from its wait for q+k+v), when the first and the last block finished
-it. The last row's "last block" is the launch's end as its successor (o_proj) sees it.
+it. The last row's "last block" is the launch's end as its successor (o_proj) sees it. Last, the
+blocks that returned from the wait late — they reached it late — and how long they took from their
+start to the wait's return.
 """
 import statistics
 import sys
@@ -15,6 +17,7 @@ import sys
 PHASES = ["start", "wait returned", "q normed and rotated", "first rows landed", "rounds done",
           "cluster merge begins", "outputs written", "end"]
 PREFIX = "window-phases "
+TIMER_TICK_NS = 256  # %globaltimer's step on the H200 (docs/notes/cuda-stop26-2026-12-03.md)
 
 
 def read_stamps(lines):
@@ -49,6 +52,18 @@ def summarise(blocks):
     started = [(s[0] - origin) / 1e3 for s in blocks.values()]
     lines += ["", f"Blocks started from {min(started):.2f} to {max(started):.2f} µs on that clock "
               "(negative: before the first wait returned, as dependent launches do)."]
+    # The wait returns when the previous kernel has completed: at once in every block that reached
+    # it. A block returning later reached it late, and holds its cluster's barriers as long (stop 31:
+    # the blocks that start only as q+k+v's blocks leave their multiprocessors).
+    late = [s for s in blocks.values() if s[1] - origin > TIMER_TICK_NS]
+    if late:
+        returned = max(s[1] - origin for s in late) / 1e3
+        first_start, last_start = (f(s[0] - origin for s in late) / 1e3 for f in (min, max))
+        to_wait = [(s[1] - s[0]) / 1e3 for s in late]
+        lines.append(f"{len(late)} of {len(blocks)} blocks returned from the wait more than one timer tick "
+                     f"after the first (up to {returned:.2f} µs); they started from {first_start:.2f} to "
+                     f"{last_start:.2f} µs and took {statistics.median(to_wait):.2f} µs (median; max "
+                     f"{max(to_wait):.2f}) from their start to the wait's return.")
     return "\n".join(lines) + "\n"
 
 
