@@ -183,11 +183,11 @@ def middle_layer(steps, index, names):
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: kernel_timeline.py TIMELINE.csv")
-    with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
-        try:
+    try:
+        with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
             print(summarise(read_records(f)), end="")
-        except ValueError as error:
-            sys.exit(f"{sys.argv[1]}: {error}")
+    except (OSError, ValueError) as error:  # a missing or unreadable file too: a message, not a traceback
+        sys.exit(f"{sys.argv[1]}: {error}")
 
 
 if __name__ == "__main__":

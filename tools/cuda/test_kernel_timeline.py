@@ -1,6 +1,7 @@
 """kernel_timeline.py on hand-made timelines whose step spans and per-kernel additions are known."""
 import io
 import os
+import subprocess
 import sys
 import unittest
 
@@ -95,6 +96,14 @@ class KernelTimelineTest(unittest.TestCase):
     def test_a_csv_of_another_tool_is_refused(self):
         with self.assertRaisesRegex(ValueError, "not a kernel_timeline CSV"):
             kernel_timeline.read_records(io.StringIO('"ID","Kernel Name"\n1,x\n'))
+
+    def test_a_missing_file_is_a_message_naming_it_not_a_traceback(self):
+        missing = os.path.join(os.path.dirname(__file__), "no-such-file.csv")
+        run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "kernel_timeline.py"), missing],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn(missing, run.stderr)
+        self.assertNotIn("Traceback", run.stderr)
 
 
 if __name__ == "__main__":

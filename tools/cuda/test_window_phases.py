@@ -1,5 +1,6 @@
 """window_phases.py on hand-made stamps whose phase lengths are known."""
 import os
+import subprocess
 import sys
 import unittest
 
@@ -39,6 +40,14 @@ class WindowPhasesTest(unittest.TestCase):
             window_phases.read_stamps(["window-phases 0 1 2 3\n"])
         with self.assertRaisesRegex(ValueError, "twice"):
             window_phases.read_stamps([line(3, list(range(8))), line(3, list(range(8)))])
+
+    def test_a_missing_file_is_a_message_naming_it_not_a_traceback(self):
+        missing = os.path.join(os.path.dirname(__file__), "no-such-file.csv")
+        run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "window_phases.py"), missing],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn(missing, run.stderr)
+        self.assertNotIn("Traceback", run.stderr)
 
 
 if __name__ == "__main__":

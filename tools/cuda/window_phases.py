@@ -70,11 +70,16 @@ def summarise(blocks):
 def main():
     if len(sys.argv) > 2:
         sys.exit("usage: window_phases.py [LOG]  (the run's output; standard input without LOG)")
-    source = open(sys.argv[1], encoding="utf-8", errors="replace") if len(sys.argv) == 2 else sys.stdin
+    name = sys.argv[1] if len(sys.argv) == 2 else "standard input"
     try:
-        print(summarise(read_stamps(source)), end="")
-    except ValueError as error:
-        sys.exit(f"window_phases.py: {error}")
+        if len(sys.argv) == 2:
+            with open(sys.argv[1], encoding="utf-8", errors="replace") as source:
+                blocks = read_stamps(source)
+        else:
+            blocks = read_stamps(sys.stdin)
+        print(summarise(blocks), end="")
+    except (OSError, ValueError) as error:  # named by its source, as kernel_timeline.py names its CSV
+        sys.exit(f"window_phases.py: {name}: {error}")
 
 
 if __name__ == "__main__":
