@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
 
 namespace bifocal::cuda {
 
@@ -42,6 +43,16 @@ inline int cluster_ranks(int d, int heads) {
   return 1;
 }
 
+// The launch attribute for clusters of (ranks, 1, 1) blocks.
+inline cudaLaunchAttribute cluster_dimension(int ranks) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = unsigned(ranks);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // kernel<<<grid, threads, shared_bytes, stream>>>(args...) in clusters of (ranks, 1, 1) blocks,
 // as a programmatic dependent of the kernel before it on `stream` (the kernel must follow
 // dependent_launch.h's contract); grid.x must be a multiple of ranks. Raises the kernel's dynamic
@@ -50,13 +61,8 @@ inline int cluster_ranks(int d, int heads) {
 template <typename... KernelArgs, typename... Args>
 void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, int ranks, std::size_t shared_bytes,
                         cudaStream_t stream, const char* name, Args&&... args) {
-  if (shared_bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
-  cudaLaunchAttribute attributes[2]{};
-  attributes[0].id = cudaLaunchAttributeClusterDimension;
-  attributes[0].val.clusterDim.x = unsigned(ranks);
-  attributes[0].val.clusterDim.y = 1;
-  attributes[0].val.clusterDim.z = 1;
+  raise_shared_memory_limit(kernel, shared_bytes, name);
+  cudaLaunchAttribute attributes[2] = {cluster_dimension(ranks), {}};
   attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attributes[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
@@ -77,13 +83,8 @@ void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, i
 template <typename... KernelArgs>
 int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, std::size_t shared_bytes,
                         const char* name) {
-  if (shared_bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = unsigned(ranks);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
+  raise_shared_memory_limit(kernel, shared_bytes, name);
+  cudaLaunchAttribute attribute = cluster_dimension(ranks);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(ranks));
   config.blockDim = dim3(unsigned(threads));

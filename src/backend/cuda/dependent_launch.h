@@ -40,6 +40,14 @@ __device__ __forceinline__ void wait_for_previous_kernel() { cudaGridDependencyS
 __device__ __forceinline__ void allow_next_kernel_launch() { cudaTriggerProgrammaticLaunchCompletion(); }
 }  // namespace device
 
+// Raises `kernel`'s dynamic shared memory limit to shared_bytes when that is over the default
+// 48 KiB (no allocation, no synchronisation: graph-capture safe).
+template <typename... KernelArgs>
+void raise_shared_memory_limit(void (*kernel)(KernelArgs...), std::size_t shared_bytes, const char* name) {
+  if (shared_bytes > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
+}
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...) as a programmatic dependent of the kernel
 // before it on `stream`; `cluster_ranks` > 1 also groups blocks in clusters of (ranks, 1, 1).
 // Raises the kernel's dynamic shared memory limit when it needs more than the default 48 KiB (no
@@ -47,8 +55,7 @@ __device__ __forceinline__ void allow_next_kernel_launch() { cudaTriggerProgramm
 template <typename... KernelArgs, typename... Args>
 void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, std::size_t shared_bytes,
                       cudaStream_t stream, const char* name, Args&&... args) {
-  if (shared_bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
+  raise_shared_memory_limit(kernel, shared_bytes, name);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
