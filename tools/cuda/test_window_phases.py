@@ -26,6 +26,16 @@ class WindowPhasesTest(unittest.TestCase):
         self.assertIn("1 of 2 blocks returned from the wait more than one timer tick after the first (up to 2.00 µs); "
                       "they started from -0.80 to -0.80 µs and took 2.80 µs (median; max 2.80)", report)
 
+    def test_the_sm_clock_from_the_cycles_field(self):
+        # 4,000 ns from first to last stamp: 7,920 cycles is 1,980 MHz, 4,000 cycles 1,000 MHz
+        lines = [line(0, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 7920]),
+                 line(1, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4000]),
+                 line(2, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 6000])]
+        report = window_phases.summarise(window_phases.read_stamps(lines))
+        self.assertIn("SM clock over the blocks' lifetimes: median 1500 MHz (min 1000, max 1980).", report)
+        old = window_phases.summarise(window_phases.read_stamps([line(0, [0, 1000] + [2000] * 6)]))
+        self.assertNotIn("SM clock", old)  # a log from before the cycles field
+
     def test_blocks_within_one_timer_tick_of_the_first_return_are_not_late(self):
         lines = [line(0, [0, 1000] + [2000] * 6), line(1, [100, 1256] + [2000] * 6)]
         report = window_phases.summarise(window_phases.read_stamps(lines))
@@ -38,6 +48,8 @@ class WindowPhasesTest(unittest.TestCase):
     def test_a_short_line_and_a_block_twice_are_refused(self):
         with self.assertRaisesRegex(ValueError, "fields"):
             window_phases.read_stamps(["window-phases 0 1 2 3\n"])
+        with self.assertRaisesRegex(ValueError, "fields"):
+            window_phases.read_stamps([line(0, list(range(10)))])
         with self.assertRaisesRegex(ValueError, "twice"):
             window_phases.read_stamps([line(3, list(range(8))), line(3, list(range(8)))])
 

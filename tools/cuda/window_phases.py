@@ -9,7 +9,8 @@ A phase's row: its length in each block (median, max over the blocks) and, on th
 (0 = the first block's return from its wait for q+k+v), when the first and the last block finished
 it. The last row's "last block" is the launch's end as its successor (o_proj) sees it. Last, the
 blocks that returned from the wait late — they reached it late — and how long they took from their
-start to the wait's return.
+start to the wait's return; and, from the SM cycles each block counted between its first and last
+stamp (the line's last field, since stop 32), the clock its multiprocessor ran at in place.
 """
 import statistics
 import sys
@@ -21,14 +22,16 @@ TIMER_TICK_NS = 256  # %globaltimer's step on the H200 (docs/notes/cuda-stop26-2
 
 
 def read_stamps(lines):
-    """{block: [8 stamps in ns]} from the lines the kernel printed (other lines ignored)."""
+    """{block: [8 stamps in ns] (+ [SM cycles from the first to the last] when printed)} from the
+    lines the kernel printed (other lines ignored)."""
     blocks = {}
     for line in lines:
         if not line.startswith(PREFIX):
             continue
         fields = line[len(PREFIX):].split()
-        if len(fields) != 1 + len(PHASES):
-            raise ValueError(f"a window-phases line with {len(fields)} fields, not {1 + len(PHASES)}: {line.strip()}")
+        if len(fields) not in (1 + len(PHASES), 2 + len(PHASES)):  # before stop 32 without the cycles
+            raise ValueError(f"a window-phases line with {len(fields)} fields, not {1 + len(PHASES)} "
+                             f"or {2 + len(PHASES)}: {line.strip()}")
         block, *stamps = (int(f) for f in fields)
         if block in blocks:
             raise ValueError(f"block {block} printed twice: more than one launch recorded?")
@@ -64,6 +67,12 @@ def summarise(blocks):
                      f"after the first (up to {returned:.2f} µs); they started from {first_start:.2f} to "
                      f"{last_start:.2f} µs and took {statistics.median(to_wait):.2f} µs (median; max "
                      f"{max(to_wait):.2f}) from their start to the wait's return.")
+    # SM cycles over the block's nanoseconds from its first stamp to its last: the clock in place.
+    clocks = [s[len(PHASES)] / (s[len(PHASES) - 1] - s[0]) * 1e3 for s in blocks.values()
+              if len(s) > len(PHASES) and s[len(PHASES) - 1] > s[0]]
+    if clocks:
+        lines.append(f"SM clock over the blocks' lifetimes: median {statistics.median(clocks):.0f} MHz "
+                     f"(min {min(clocks):.0f}, max {max(clocks):.0f}).")
     return "\n".join(lines) + "\n"
 
 

@@ -8,8 +8,12 @@
 // reads %globaltimer at the kernel's phases, and in one chosen launch (kRecordedLaunch: the
 // launches are counted per block, so the chosen one is the same launch for every block of a grid
 // that keeps its shape, as the decode step's attention does) prints them:
-//   window-phases BLOCK t0 t1 … t7        (ns, the GPU's global timer)
-// tools/cuda/window_phases.py turns the 128 lines into each phase's spread over the blocks.
+//   window-phases BLOCK t0 t1 … t7 CYCLES   (ns, the GPU's global timer; SM cycles t0 → t7)
+// tools/cuda/window_phases.py turns the 128 lines into each phase's spread over the blocks. The
+// last field is the SM cycles (%clock64) from the first stamp to the last: with their nanoseconds it
+// gives the clock the multiprocessor ran at in place — a latency-bound phase's µs are its cycles
+// over that clock, which a memory-bound neighbour may lower (power), where Nsight Compute's
+// isolated runs cannot show it.
 // The global timer advances in 256 ns steps on the H200 (docs/notes/cuda-stop26-2026-12-03.md):
 // a phase reads as a multiple of 0.256 µs in one block; the medians over the blocks smooth that.
 #pragma once
@@ -49,6 +53,7 @@ static __device__ unsigned window_phase_launches[kCountedBlocks];
 
 struct WindowPhaseStamps {
   unsigned long long at[kWindowPhaseCount] = {};
+  long long first_cycle = 0, last_cycle = 0;  // %clock64 beside at[kPhaseStart] and at[kPhaseEnd]
 
   static __device__ unsigned long long now() {
     unsigned long long time;
@@ -58,12 +63,16 @@ struct WindowPhaseStamps {
   __device__ void begin() {
     if constexpr (kWindowPhaseStamps) {
       if (threadIdx.x != 0) return;
+      first_cycle = clock64();
       at[kPhaseStart] = now();
     }
   }
   __device__ void mark(WindowPhase phase) {
-    if constexpr (kWindowPhaseStamps)
-      if (threadIdx.x == 0) at[phase] = now();
+    if constexpr (kWindowPhaseStamps) {
+      if (threadIdx.x != 0) return;
+      at[phase] = now();
+      if (phase == kPhaseEnd) last_cycle = clock64();
+    }
   }
   __device__ void report() const {
     if constexpr (kWindowPhaseStamps) {
@@ -71,8 +80,8 @@ struct WindowPhaseStamps {
       // Counted here, at the end: the increment at the start stalled warp 0 until its load
       // returned (a global round trip, ~1 µs in place), inside the very phase it measures.
       if (window_phase_launches[blockIdx.x]++ != kRecordedLaunch) return;
-      printf("window-phases %u %llu %llu %llu %llu %llu %llu %llu %llu\n", blockIdx.x, at[0], at[1], at[2], at[3], at[4],
-             at[5], at[6], at[7]);
+      printf("window-phases %u %llu %llu %llu %llu %llu %llu %llu %llu %lld\n", blockIdx.x, at[0], at[1], at[2], at[3],
+             at[4], at[5], at[6], at[7], last_cycle - first_cycle);
     }
   }
 };
