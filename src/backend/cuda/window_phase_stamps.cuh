@@ -10,10 +10,10 @@
 // that keeps its shape, as the decode step's attention does) prints them:
 //   window-phases BLOCK t0 t1 … t7 CYCLES   (ns, the GPU's global timer; SM cycles t0 → t7)
 // tools/cuda/window_phases.py turns the 128 lines into each phase's spread over the blocks. The
-// last field is the SM cycles (%clock64) from the first stamp to the last: with their nanoseconds it
-// gives the clock the multiprocessor ran at in place — a latency-bound phase's µs are its cycles
-// over that clock, which a memory-bound neighbour may lower (power), where Nsight Compute's
-// isolated runs cannot show it.
+// last field counts the SM cycles (%clock64) from the first stamp to the last; over the same
+// nanoseconds it gives the clock the multiprocessor ran at in place. A latency-bound phase lasts
+// its cycles over that clock, and a power limit could lower it beside memory-bound products,
+// which Nsight Compute's isolated runs would not show (stop 32: 1,979 MHz, the full clock).
 // The global timer advances in 256 ns steps on the H200 (docs/notes/cuda-stop26-2026-12-03.md):
 // a phase reads as a multiple of 0.256 µs in one block; the medians over the blocks smooth that.
 #pragma once
