@@ -53,6 +53,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_decode_window_round.cuh"
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
@@ -64,12 +65,19 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+// The round's steps and the launch shape they assume (attention_decode_window_round.cuh).
+using window_decode::accumulate_values;
+using window_decode::kElementsPerLane;
+using window_decode::kThreads;
+using window_decode::kWarps;
+using window_decode::row_lanes;
+using window_decode::RowLanes;
+using window_decode::softmax_round;
+using window_decode::stage_logits;
+using window_decode::stage_slots;
+
 constexpr int kMaxHeadsPerCluster = 8;  // query heads one cluster serves at most (the GROUP tiles: 1, 2, 4, 8)
 constexpr int kMinRowsPerRank = 16;    // below this a block's fixed costs outweigh its share of the loads
-constexpr int kDotsPerBatch = 8;       // dot products reduced together: 8/G rows × G heads
-constexpr int kElementsPerLane = 8;    // one 16-byte bf16 chunk (two fp32 chunks) of a row per lane
 constexpr int kSharedBudget = 227 * 1024 - 1024;  // the sm_90 per-block limit, less the static arrays
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -78,28 +86,12 @@ static_assert(kMaxHeadsPerCluster <= kWarps, "the softmax step gives every head 
 // ---- PTX wrappers ----------------------------------------------------------------------------
 
 using device::commit_async_copies;
-using device::copy16_async_zero_fill;
-using device::copy8_async;
 using device::prefetch_bytes_to_l2;
 using device::prefetch_line_to_l2;
-using device::shared_address;
 using device::wait_async_copies;
 
 template <typename OutT>  // float, bf16 or fp16
 __device__ __forceinline__ void store_out(OutT* out, float value) { *out = device::from_float<OutT>(value); }
-
-// 8 consecutive elements of a staged row (16-byte aligned) as floats.
-template <typename T>
-__device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
-  const uint4* chunks = reinterpret_cast<const uint4*>(p);
-  if constexpr (sizeof(T) == 2) {
-    const uint4 raw = chunks[0];  // one 16-byte shared load, then registers
-    device::unpack16(raw, out, static_cast<const T*>(nullptr));
-  } else {
-    device::unpack16(chunks[0], out, static_cast<const float*>(nullptr));
-    device::unpack16(chunks[1], out + 4, static_cast<const float*>(nullptr));
-  }
-}
 
 // ---- Layout (host and device) ------------------------------------------------------------------
 
@@ -175,181 +167,6 @@ WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, in
   // while round k is computed).
   for (int rows = (l.rows_per_rank + 1) / 2; l.bytes > kSharedBudget && rows >= 1; --rows) carve(rows, 2);
   return l;
-}
-
-// ---- Device steps ------------------------------------------------------------------------------
-
-// The block's threads laid over staged rows: `lanes` (a power of two ≥ d/8, ≤ 32) lanes share a
-// row, lane `part` holding elements [8·part, 8·part + 8); `groups` rows at once.
-struct RowLanes {
-  int lanes, groups, group, part;
-  bool active;  // 8·part < d
-};
-
-__device__ inline RowLanes row_lanes(int d) {
-  int lanes = 1;
-  while (lanes * kElementsPerLane < d) lanes *= 2;
-  const int part = int(threadIdx.x) % lanes;
-  return {lanes, kThreads / lanes, int(threadIdx.x) / lanes, part, part * kElementsPerLane < d};
-}
-
-// Which of the kDotsPerBatch sums a lane holds after reduce_dots: [first, first + count), the
-// same on the lanes that differ only in the bits below `writer`'s; one of them writes.
-struct HeldDots {
-  int first, count;
-  bool writer;
-};
-
-// Sums each of the kDotsPerBatch values over the `lanes` lanes of a row: a butterfly that at each
-// step keeps half of the values (the half selected by this lane's bit) and sends the other half,
-// so the step count and the values sent halve together — 8 shuffles for 8 values over 16 lanes,
-// where a butterfly per value takes 32. Every lane of the warp takes part.
-__device__ inline HeldDots reduce_dots(float (&v)[kDotsPerBatch], int lanes, int part) {
-  int offset = lanes / 2, first = 0, count = kDotsPerBatch;
-  #pragma unroll
-  for (int n = kDotsPerBatch; n > 1; n /= 2) {
-    if (offset == 0) break;
-    const bool upper = (part & offset) != 0;
-    #pragma unroll
-    for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? v[i] : v[i + n / 2], keep = upper ? v[i + n / 2] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-    }
-    if (upper) first += n / 2;
-    count = n / 2;
-    offset /= 2;
-  }
-  const int shared_bits = offset > 0 ? 2 * offset - 1 : 0;  // lanes that end with the same value
-  for (; offset > 0; offset /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
-  return {first, count, (part & shared_bits) == 0};
-}
-
-// Copies slots [first, first + count) of the block's KV head into a stage: key and value rows
-// (16-byte chunks spread over the threads) and a ring's positions. A linear cache's slots the
-// window hides are zero-filled without a read.
-template <typename T>
-__device__ void stage_slots(const DecodeAttentionArgs<T>& a, const T* keys, const T* values, std::int64_t first,
-                            int count, std::int64_t position, int pitch, unsigned char* stage_keys,
-                            unsigned char* stage_values, std::int64_t* stage_positions) {
-  constexpr int VEC = 16 / int(sizeof(T));
-  const bool ring = a.slot_positions != nullptr;
-  const int chunks = a.head_dim / VEC;
-  const std::int64_t row_stride = std::int64_t(a.kv_heads) * a.head_dim;
-  for (int i = threadIdx.x; i < count * chunks; i += kThreads) {
-    const int row = i / chunks, chunk = i % chunks;
-    const std::int64_t slot = first + row;
-    const bool read = ring || a.window == 0 || device::key_visible(position, slot, a.window, a.sink_tokens);
-    const std::int64_t offset = read ? slot * row_stride + chunk * VEC : 0;
-    copy16_async_zero_fill(stage_keys + row * pitch + 16 * chunk, keys + offset, read ? 16 : 0);
-    copy16_async_zero_fill(stage_values + row * pitch + 16 * chunk, values + offset, read ? 16 : 0);
-  }
-  if (ring)
-    for (int i = threadIdx.x; i < count; i += kThreads) copy8_async(stage_positions + i, a.slot_positions + first + i);
-}
-
-// The base-2 logits of a stage's rows for the GROUP heads (−∞ where a row is hidden: a select,
-// as a hidden row may hold NaN) into logits[row, GROUP], visibility into flags[row].
-template <typename T, int GROUP>
-__device__ void stage_logits(const DecodeAttentionArgs<T>& a, const unsigned char* stage_keys,
-                             const std::int64_t* stage_positions, std::int64_t first, int count,
-                             std::int64_t position, int pitch, const float* q_shared, const RowLanes& lanes,
-                             float* logits, unsigned char* flags) {
-  constexpr int ROWS = kDotsPerBatch / GROUP;  // rows of one batch per row group
-  const int d = a.head_dim;
-  float q[GROUP][kElementsPerLane];
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g)
-    #pragma unroll
-    for (int e = 0; e < kElementsPerLane; ++e)
-      q[g][e] = lanes.active ? q_shared[g * d + lanes.part * kElementsPerLane + e] : 0.0f;
-  const int batch_rows = lanes.groups * ROWS;
-  for (int base = 0; base < count; base += batch_rows) {  // the same bound on every thread
-    float dots[kDotsPerBatch];
-    #pragma unroll
-    for (int u = 0; u < ROWS; ++u) {
-      const int row = base + u * lanes.groups + lanes.group;
-      float k[kElementsPerLane] = {};
-      if (row < count && lanes.active)
-        load8_shared<T>(stage_keys + row * pitch + lanes.part * kElementsPerLane * int(sizeof(T)), k);
-      #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {
-        float low = 0.0f, high = 0.0f;  // two chains: half the FMA latency
-        #pragma unroll
-        for (int e = 0; e < kElementsPerLane; e += 2) {
-          low = fmaf(q[g][e], k[e], low);
-          high = fmaf(q[g][e + 1], k[e + 1], high);
-        }
-        dots[u * GROUP + g] = low + high;
-      }
-    }
-    const HeldDots held = reduce_dots(dots, lanes.lanes, lanes.part);
-    #pragma unroll
-    for (int j = 0; j < kDotsPerBatch; ++j) {
-      if (j >= held.count || !held.writer) break;
-      const int index = held.first + j, g = index % GROUP;
-      const int row = base + (index / GROUP) * lanes.groups + lanes.group;
-      if (row >= count) continue;
-      const std::int64_t key_position = stage_positions != nullptr ? stage_positions[row] : first + row;
-      const bool visible = device::key_visible(position, key_position, a.window, a.sink_tokens);
-      logits[row * GROUP + g] = visible ? dots[j] : -INFINITY;
-      if (g == 0) flags[row] = visible;
-    }
-  }
-}
-
-// One round's softmax step, a warp per head: the round max m_r, the new running max
-// M = max(M, m_r), the weights e^{s − M} in place of the logits, the running Σ rescaled by
-// correction = e^{M_old − M} (also applied to the accumulators) plus the round's weights.
-template <int GROUP>
-__device__ void softmax_round(float* logits, int count, float* running_max, float* running_sum, float* correction) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = warp; g < GROUP; g += kWarps) {
-    float top = -INFINITY;
-    for (int row = lane; row < count; row += 32) top = fmaxf(top, logits[row * GROUP + g]);
-    const float old_max = running_max[g], new_max = fmaxf(old_max, device::warp_max(top));
-    const float shift = new_max == -INFINITY ? 0.0f : new_max;  // keeps e^{−∞ − shift} = 0
-    float sum = 0.0f;
-    for (int row = lane; row < count; row += 32) {
-      const float weight = exp2f(logits[row * GROUP + g] - shift);
-      logits[row * GROUP + g] = weight;
-      sum += weight;
-    }
-    sum = device::warp_sum(sum);
-    __syncwarp();  // every lane has read running_max
-    if (lane == 0) {
-      const float factor = exp2f(old_max - shift);
-      correction[g] = factor;
-      running_sum[g] = running_sum[g] * factor + sum;
-      running_max[g] = new_max;
-    }
-  }
-}
-
-// acc[g][·] = acc·correction_g + Σ_rows w_g(row) · v_row over this row group's visible rows
-// (hidden rows are skipped, never multiplied: their values may be NaN).
-template <typename T, int GROUP>
-__device__ void accumulate_values(const unsigned char* stage_values, const float* weights, const unsigned char* flags,
-                                  int count, int pitch, const float* correction, const RowLanes& lanes,
-                                  float (&acc)[GROUP][kElementsPerLane]) {
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {
-    const float factor = correction[g];
-    #pragma unroll
-    for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] *= factor;
-  }
-  if (!lanes.active) return;
-  #pragma unroll 2
-  for (int row = lanes.group; row < count; row += lanes.groups) {
-    if (!flags[row]) continue;
-    float v[kElementsPerLane];
-    load8_shared<T>(stage_values + row * pitch + lanes.part * kElementsPerLane * int(sizeof(T)), v);
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {
-      const float weight = weights[row * GROUP + g];
-      #pragma unroll
-      for (int e = 0; e < kElementsPerLane; ++e) acc[g][e] = fmaf(weight, v[e], acc[g][e]);
-    }
-  }
 }
 
 // ---- The kernel ----------------------------------------------------------------------------------
