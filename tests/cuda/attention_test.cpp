@@ -385,14 +385,14 @@ INSTANTIATE_TEST_SUITE_P(Mixers, CudaDecodeSequence,
                                            SequenceCase{16, 2, 128, 0, 0, true, 2049, 30, true},     // split path
                                            SequenceCase{8, 2, 64, 2049, 4, false, 2049, 40, true}));
 
-// The window kernel's plan for the bench shapes runs every cluster at once on this device: a
-// launch of more clusters than fit runs the rest in a second wave, ~2× the kernel (stop 31: a
-// variant at 133 registers a thread held one block per multiprocessor, where the H200 runs 15
-// clusters of 8, and Qwen3-4B's 16th cluster waited: 381 → 333 tok/s). Guards the kernel's
-// registers and shared memory against that cliff, which no output test sees. (Not yet held past
-// the bench shapes: at 2,048 slots the staging takes 139 KiB, one block per multiprocessor, and
-// the H200 runs 15 of the 16 clusters at once — docs/notes/cuda-stop31-2026-12-03.md.)
-TEST_F(CudaAttention, WindowDecodeRunsEveryClusterAtOnceForTheBenchShapes) {
+// The window kernel's plan runs every cluster at once on this device, for the bench shapes and
+// every window up to the one-launch path's 2,048 slots: a launch of more clusters than fit runs
+// the rest in a second wave, ~2× the kernel (stop 31: a variant at 133 registers a thread held one
+// block per multiprocessor, where the H200 runs 15 clusters of 8, and Qwen3-4B's 16th cluster
+// waited: 381 → 333 tok/s). Guards the kernel's registers and shared memory against that cliff,
+// which no output test sees, and the plan's fallback to fewer clusters where a block's staging
+// leaves room for only one block a multiprocessor (Qwen3-4B past ~1,570 slots).
+TEST_F(CudaAttention, WindowDecodeRunsEveryClusterAtOnce) {
   struct Case {
     const char* name;
     int query_heads, kv_heads, head_dim;
@@ -401,7 +401,11 @@ TEST_F(CudaAttention, WindowDecodeRunsEveryClusterAtOnceForTheBenchShapes) {
   for (const Case& c : {Case{"qwen3-4b swa 576", 32, 8, 128, 576}, Case{"qwen3-4b bifocal 448", 32, 8, 128, 448},
                         Case{"qwen3.5-4b-like swa 576", 16, 4, 256, 576},
                         Case{"qwen3.5-4b-like bifocal 320", 16, 4, 256, 320},
-                        Case{"paper-fig2 swa 512", 16, 16, 64, 512}}) {
+                        Case{"paper-fig2 swa 512", 16, 16, 64, 512}, Case{"qwen3-4b 1024", 32, 8, 128, 1024},
+                        Case{"qwen3-4b 1600", 32, 8, 128, 1600}, Case{"qwen3-4b 2048", 32, 8, 128, 2048},
+                        Case{"qwen3.5-4b-like 1200", 16, 4, 256, 1200},
+                        Case{"qwen3.5-4b-like 2048", 16, 4, 256, 2048}, Case{"paper-fig2 2048", 16, 16, 64, 2048},
+                        Case{"group 1, 8 heads, 2048", 8, 8, 128, 2048}}) {
     const cuda::DecodeAttentionArgs<__nv_bfloat16> bf16{.slots = c.slots, .query_heads = c.query_heads,
                                                   .kv_heads = c.kv_heads, .head_dim = c.head_dim};
     const cuda::DecodeAttentionArgs<__half> fp16{.slots = c.slots, .query_heads = c.query_heads, .kv_heads = c.kv_heads,

@@ -10,8 +10,9 @@
 // (with store_kv_slots): three dependent launches, each waiting for its predecessor to drain,
 // a cp.async ring prologue and a serial mma chain per tile. Here every step is one round trip:
 //  * launch: one cluster of R ≤ 8 blocks (R = ⌈slots / 16⌉, capped) per KV head and group of ≤ 8
-//    query heads, as few heads as keep the grid within one block per SM (window_heads_per_cluster):
-//    2 heads, 128 blocks for Qwen3-4B; 1 head, 128 blocks for the Qwen3.5-like shape. Block r
+//    query heads, as few heads as keep the grid within one block per SM (window_plan): 2 heads, 128
+//    blocks for Qwen3-4B; 1 head, 128 blocks for the Qwen3.5-like shape — more heads for windows
+//    whose blocks stage more than 96 KiB. Block r
 //    owns the contiguous slots
 //    [r·n/R, (r+1)·n/R) (n: the ring's slots, or a linear cache's p + 1): 72 slots = 36 KiB.
 //  * before the wait for the previous kernel (PDL): a ring's ranges depend on nothing earlier
@@ -120,24 +121,11 @@ int window_ranks(std::int64_t slots) {
   return int(std::clamp<std::int64_t>((slots + kMinRowsPerRank - 1) / kMinRowsPerRank, 1, kMaxClusterRanks));
 }
 
-// Query heads per cluster: the fewest (halving from 8) whose grid still fits one block per
-// multiprocessor. Each cluster stages its KV head's slots itself — a second cluster on the same
-// KV head reads them again, from L2 — but a block's dot products, P·V and q/k norm + RoPE shrink
-// with its heads, and they, not the bytes, bound the kernel (its cost model above). Qwen3-4B
-// swa(576): 2 heads, 128 blocks instead of 4 heads, 64 blocks: 361.8 → 367.6 tok/s, Bifocal
-// 359.0 → 365.1 (H200, stop 23; 16-block clusters for 128 blocks: 320.9, 512 threads: 355.5).
-int window_heads_per_cluster(int group, int kv_heads, int ranks) {
-  int heads = std::min(group, kMaxHeadsPerCluster);
-  const auto blocks = [&](int h) { return std::int64_t(kv_heads) * ((group + h - 1) / h) * ranks; };
-  while (heads > 1 && blocks((heads + 1) / 2) <= multiprocessor_count()) heads = (heads + 1) / 2;
-  return heads;
-}
-
 template <typename T>
 WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, int head_dim, int heads_per_cluster,
-                           int group_tile) {
+                           int ranks, int group_tile) {
   WindowLayout l{};
-  l.ranks = window_ranks(slots);
+  l.ranks = ranks;
   l.heads_per_cluster = heads_per_cluster;
   l.slices = (query_heads / kv_heads + heads_per_cluster - 1) / heads_per_cluster;
   l.rows_per_rank = int(std::max<std::int64_t>(1, (slots + l.ranks - 1) / l.ranks));
@@ -384,48 +372,101 @@ __global__ void __launch_bounds__(kThreads, 1)
   phases.report();
 }
 
-// GROUP: the tile (a power of two) that holds heads_per_cluster query heads.
-template <typename T, typename OutT, int GROUP>
-void launch_window(const DecodeAttentionArgs<T>& a, int heads_per_cluster, OutT* out, cudaStream_t stream) {
-  const WindowLayout layout =
-      window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, heads_per_cluster, GROUP);
-  const int units = a.kv_heads * layout.slices;
-  launch_in_clusters(attention_decode_window_kernel<T, OutT, GROUP>, dim3(unsigned(units * layout.ranks)), kThreads,
-                     layout.ranks, std::size_t(layout.bytes), stream, "attention_decode_window_kernel", a, layout, out);
-}
+// The launch's shape: query heads a cluster serves, blocks a cluster.
+struct WindowPlan {
+  int heads_per_cluster;
+  int ranks;
+};
+
+// The group tile (a power of two) that holds `heads` query heads.
+int group_tile_of(int heads) { return heads <= 1 ? 1 : heads <= 2 ? 2 : heads <= 4 ? 4 : 8; }
 
 // The group tile for `heads` query heads per cluster: body.template operator()<GROUP>().
 template <typename Body>
 auto with_group_tile(int heads, Body&& body) {
-  if (heads <= 1) return body.template operator()<1>();
-  if (heads <= 2) return body.template operator()<2>();
-  if (heads <= 4) return body.template operator()<4>();
-  return body.template operator()<8>();
+  switch (group_tile_of(heads)) {
+    case 1: return body.template operator()<1>();
+    case 2: return body.template operator()<2>();
+    case 4: return body.template operator()<4>();
+    default: return body.template operator()<8>();
+  }
 }
 
-int planned_heads_per_cluster(int query_heads, int kv_heads, std::int64_t slots) {
-  return window_heads_per_cluster(query_heads / kv_heads, kv_heads, window_ranks(slots));
+// GROUP: the tile (a power of two) that holds the plan's query heads.
+template <typename T, int GROUP>
+WindowLayout planned_layout(const DecodeAttentionArgs<T>& a, WindowPlan plan) {
+  return window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, plan.heads_per_cluster, plan.ranks, GROUP);
+}
+
+template <typename T, typename OutT>
+WindowClusterFit cluster_fit(const DecodeAttentionArgs<T>& a, WindowPlan plan) {
+  return with_group_tile(plan.heads_per_cluster, [&]<int GROUP>() {
+    const WindowLayout layout = planned_layout<T, GROUP>(a, plan);
+    return WindowClusterFit{a.kv_heads * layout.slices,
+                            max_active_clusters(attention_decode_window_kernel<T, OutT, GROUP>, kThreads,
+                                                layout.ranks, std::size_t(layout.bytes),
+                                                "attention_decode_window_kernel")};
+  });
+}
+
+// Query heads a cluster: the fewest (halving from 8) whose grid still fits one block per
+// multiprocessor — unless the blocks stage more than kPairedStagingLimit, where a grid of more than
+// half the multiprocessors keeps twice the heads. Each cluster stages its KV head's slots itself
+// (a second cluster on the same KV head reads them again, from L2), but a block's dot products,
+// P·V and q/k norm + RoPE shrink with its heads, and they, not the bytes, bound the kernel at the
+// bench's windows (its cost model above). H200, tok/s, decode at 4K (stop 33; stop 23 for 576 first):
+//   Qwen3-4B swa      576    1,024  1,280  1,600  2,048 slots  (a block stages 42, 73, 90, 112, 143 KiB)
+//     2 heads, 128 blocks  382.2  375.5  365.3  329.3  306.2
+//     4 heads,  64 blocks  377.3  370.0  363.5  358.2  351.0
+//   Qwen3.5-like swa  576    1,024  1,600  2,048  (1 head stages 78, 137, 212, 226 KiB)
+//     1 head,  128 blocks  427.9  357.0  311.9  281.9
+//     2 heads,  64 blocks  427.9  415.2  361.4  329.2
+//     4 heads,  32 blocks  419.5  397.3  347.0  316.0
+// The one-block-per-multiprocessor grid falls off a cliff between 90 and 112 KiB a block (Qwen3-4B:
+// 8 µs a layer from 1,280 to 1,600 slots, where twice the heads grow by 1.2 µs); why is not known.
+// Past ~113 KiB only one block fits a multiprocessor and the H200 runs 15 clusters of 8, not 16:
+// the fit check then doubles the heads so that every cluster runs at once (a second wave would
+// cost a whole kernel's latency again; 2,048 slots).
+constexpr int kPairedStagingLimit = 96 * 1024;
+
+template <typename T, typename OutT>
+WindowPlan window_plan(const DecodeAttentionArgs<T>& a) {
+  const int group = a.query_heads / a.kv_heads, most = std::min(group, kMaxHeadsPerCluster);
+  WindowPlan plan{most, window_ranks(a.slots)};
+  const auto blocks = [&](int heads) { return std::int64_t(a.kv_heads) * ((group + heads - 1) / heads) * plan.ranks; };
+  const auto staged_bytes = [&](int heads) {
+    return window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, heads, plan.ranks, group_tile_of(heads)).bytes;
+  };
+  while (plan.heads_per_cluster > 1) {
+    const int fewer = (plan.heads_per_cluster + 1) / 2;
+    if (blocks(fewer) > multiprocessor_count()) break;
+    if (blocks(fewer) > multiprocessor_count() / 2 && staged_bytes(fewer) > kPairedStagingLimit) break;
+    plan.heads_per_cluster = fewer;
+  }
+  while (plan.heads_per_cluster < most) {
+    const WindowClusterFit fit = cluster_fit<T, OutT>(a, plan);
+    if (fit.max_active >= fit.clusters) break;
+    plan.heads_per_cluster = std::min(2 * plan.heads_per_cluster, most);
+  }
+  return plan;
 }
 
 }  // namespace
 
 template <typename T, typename OutT>
 void attention_decode_window(const DecodeAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
-  const int heads = planned_heads_per_cluster(a.query_heads, a.kv_heads, a.slots);
-  with_group_tile(heads, [&]<int GROUP>() { launch_window<T, OutT, GROUP>(a, heads, out, stream); });
+  const WindowPlan plan = window_plan<T, OutT>(a);
+  with_group_tile(plan.heads_per_cluster, [&]<int GROUP>() {
+    const WindowLayout layout = planned_layout<T, GROUP>(a, plan);
+    launch_in_clusters(attention_decode_window_kernel<T, OutT, GROUP>,
+                       dim3(unsigned(a.kv_heads * layout.slices * layout.ranks)), kThreads, layout.ranks,
+                       std::size_t(layout.bytes), stream, "attention_decode_window_kernel", a, layout, out);
+  });
 }
 
 template <typename T, typename OutT>
 WindowClusterFit attention_decode_window_cluster_fit(const DecodeAttentionArgs<T>& a) {
-  const int heads = planned_heads_per_cluster(a.query_heads, a.kv_heads, a.slots);
-  return with_group_tile(heads, [&]<int GROUP>() {
-    const WindowLayout layout =
-        window_layout<T>(a.slots, a.query_heads, a.kv_heads, a.head_dim, heads, GROUP);
-    return WindowClusterFit{a.kv_heads * layout.slices,
-                            max_active_clusters(attention_decode_window_kernel<T, OutT, GROUP>, kThreads,
-                                                layout.ranks, std::size_t(layout.bytes),
-                                                "attention_decode_window_kernel")};
-  });
+  return cluster_fit<T, OutT>(a, window_plan<T, OutT>(a));
 }
 
 template void attention_decode_window<__nv_bfloat16, float>(const DecodeAttentionArgs<__nv_bfloat16>&, float*,

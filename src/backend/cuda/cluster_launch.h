@@ -12,6 +12,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -79,10 +82,19 @@ void launch_in_clusters(void (*kernel)(KernelArgs...), dim3 grid, int threads, i
 // shared memory) the device runs at once (cudaOccupancyMaxActiveClusters). A cluster is placed
 // whole inside one GPC, so this is below multiprocessors / ranks where the GPCs' sizes leave
 // remainders — the H200 runs 15 clusters of 8 at one block per multiprocessor, not 16. A launch of
-// more clusters than this runs the rest in a second wave.
+// more clusters than this runs the rest in a second wave. Remembered per (kernel, threads, ranks,
+// shared_bytes): launch plans ask it on every launch outside a graph, and the answer is the
+// device's (one device per process, as multiprocessor_count).
 template <typename... KernelArgs>
 int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, std::size_t shared_bytes,
                         const char* name) {
+  using Key = std::tuple<const void*, int, int, std::size_t>;
+  static std::mutex mutex;
+  static std::map<Key, int> known;
+  const Key key{reinterpret_cast<const void*>(kernel), threads, ranks, shared_bytes};
+  const std::lock_guard lock(mutex);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+
   raise_shared_memory_limit(kernel, shared_bytes, name);
   cudaLaunchAttribute attribute = cluster_dimension(ranks);
   cudaLaunchConfig_t config{};
@@ -93,6 +105,7 @@ int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, s
   config.numAttrs = 1;
   int clusters = 0;
   check(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config), name);
+  known.emplace(key, clusters);
   return clusters;
 }
 
