@@ -25,7 +25,10 @@ inline constexpr int kElementsPerLane = 8;  // one 16-byte bf16 chunk (two fp32 
 using device::copy16_async_zero_fill;
 using device::copy8_async;
 
-// 8 consecutive elements of a staged row (16-byte aligned) as floats.
+// 8 consecutive elements of a staged row (16-byte aligned) as floats. device::load8
+// (window_device.cuh) does the same from a typed pointer, but called here it compiles to other
+// PTX: some of the bf16 rows' 16-byte shared loads become 8-byte ones (stop 33, nvcc 13), so the
+// round keeps its byte-pointer version.
 template <typename T>
 __device__ __forceinline__ void load8_shared(const unsigned char* p, float* out) {
   const uint4* chunks = reinterpret_cast<const uint4*>(p);
