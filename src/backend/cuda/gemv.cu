@@ -12,8 +12,12 @@
 // Measured alternatives (H200, Qwen3-4B shapes): two rows per warp, or 8 chunks in flight per
 // lane, were 3–25 % slower on the products of more than one wave of blocks (fewer warps; more
 // registers). A product whose blocks all fit on the GPU at once at 3 blocks an SM (o_proj and
-// down_proj: 320 blocks on 132 SMs) has no later wave to lose; there 8 chunks in flight a lane
-// (kDeepUnroll) double the bytes in flight: +1.3–2.2% a Qwen3-4B decode step (stop 24).
+// down_proj: 320 blocks on 132 SMs) has no later wave to lose; there more chunks in flight a lane
+// (kDeepUnroll) raise the bytes in flight: 8 chunks against 4 gave +1.3–2.2% a Qwen3-4B decode
+// step (stop 24), and 6 chunks against 8 another +0.6–1.1% (stop 33; Qwen3.5-like +0.4–1.5%,
+// paper-fig2 +0.5–1.8%; 7 chunks −0.3%, 5 chunks ±0). Why 6 beats 8 is not known; not residency:
+// capped at 72 registers, so that two blocks fit beside the window attention's, 6 chunks gained
+// less (+0.4%) and 8 chunks spilled (−10%).
 //
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
@@ -38,8 +42,8 @@ namespace {
 constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;       // chunks per row in flight per lane
-constexpr int kDeepUnroll = 8;   // … in a launch of one wave (launch_gemv)
-constexpr int kDeepBlocksPerSM = 3;  // the deep launch's bound: 80 registers a thread
+constexpr int kDeepUnroll = 6;   // … in a launch of one wave (launch_gemv)
+constexpr int kDeepBlocksPerSM = 3;  // the deep launch's bound: 80 registers a thread (it takes 77)
 constexpr int kResidentBlocksPerSM = 4;  // 8-warp blocks an SM of the plain kernels (≤ 64 registers)
 constexpr int kSmallBlockWarps = 2;  // a block of a reader of more than one wave (block_warps)
 constexpr std::int64_t kSmallBlockMinWarpBytes = 4096;  // … whose warps read at least this much W
