@@ -15,9 +15,9 @@
 // down_proj: 320 blocks on 132 SMs) has no later wave to lose; there more chunks in flight a lane
 // (kDeepUnroll) raise the bytes in flight: 8 chunks against 4 gave +1.3–2.2% a Qwen3-4B decode
 // step (stop 24), and 6 chunks against 8 another +0.6–1.1% (stop 33; Qwen3.5-like +0.4–1.5%,
-// paper-fig2 +0.5–1.8%; 7 chunks −0.3%, 5 chunks ±0). Why 6 beats 8 is not known; not residency:
-// capped at 72 registers, so that two blocks fit beside the window attention's, 6 chunks gained
-// less (+0.4%) and 8 chunks spilled (−10%).
+// paper-fig2 +0.5–1.8%). Why 6 beats 8 is not known; not residency: capped at 72 registers, so
+// that two blocks fit beside the window attention's, 6 chunks gained less (+0.4%), 5 and 7 chunks
+// nothing (±0, −0.3%), and 8 chunks spilled (−10%).
 //
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
