@@ -296,7 +296,11 @@ TYPED_TEST(GateUpSwigluGemv, MatchesSwigluOfReferenceProducts) {
   using T = TypeParam;
   using Narrow = testing::Narrow<T>;  // the 16-bit activations of a T model
   testing::ErrorLog log{"gate_up_swiglu_gemv"};
-  for (const Shape& shape : {Shape{1, 1}, Shape{7, 33}, Shape{31, 96}, Shape{200, 64}, Shape{9728, 2560}}) {
+  // Both launch shapes (gemv.cu): under one wave of 8-warp blocks, kUnroll chunks a lane (k = 4,104:
+  // 513 chunks a row, whole steps then a partial one); over one wave on an H200, 2-warp blocks
+  // and, for 16-bit weights, kGateUpUnroll chunks (k = 1,032: 129 chunks, one partial step).
+  for (const Shape& shape : {Shape{1, 1}, Shape{7, 33}, Shape{31, 96}, Shape{200, 64}, Shape{300, 4104},
+                             Shape{4500, 1032}, Shape{9728, 2560}}) {
     check_gate_up<T, float, float>(shape, this->rng_, log);
     check_gate_up<T, float, Narrow>(shape, this->rng_, log);
     check_gate_up<T, Narrow, float>(shape, this->rng_, log);

@@ -17,7 +17,9 @@
 // step (stop 24), and 6 chunks against 8 another +0.6–1.1% (stop 33; Qwen3.5-like +0.4–1.5%,
 // paper-fig2 +0.5–1.8%). Why 6 beats 8 is not known; not residency: capped at 72 registers, so
 // that two blocks fit beside the window attention's, 6 chunks gained less (+0.4%), 5 and 7 chunks
-// nothing (±0, −0.3%), and 8 chunks spilled (−10%).
+// nothing (±0, −0.3%), and 8 chunks spilled (−10%). Apart (stop 34, Qwen3-4B): o_proj (k = 4,096)
+// 5: −1.3%, 7 and 8: ±0 to −0.6%; down_proj (k = 9,728) 5: −0.4%, 7: +0.5%, 8: ±0 — but 7 cost the
+// Qwen3.5-like shape's down_proj (k = 9,216) 0.6–1.0%, so both stay at 6.
 //
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
@@ -43,7 +45,8 @@ constexpr int kWarpSize = 32;
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;       // chunks per row in flight per lane
 constexpr int kDeepUnroll = 6;   // … in a launch of one wave (launch_gemv)
-constexpr int kDeepBlocksPerSM = 3;  // the deep launch's bound: 80 registers a thread (it takes 77)
+constexpr int kGateUpUnroll = 5;  // … per row of a fused gate/up of more than one wave (two rows a warp)
+constexpr int kDeepBlocksPerSM = 3;  // the deep launch's bound: 80 registers a thread (it takes 71)
 constexpr int kResidentBlocksPerSM = 4;  // 8-warp blocks an SM of the plain kernels (≤ 64 registers)
 constexpr int kSmallBlockWarps = 2;  // a block of a reader of more than one wave (block_warps)
 constexpr std::int64_t kSmallBlockMinWarpBytes = 4096;  // … whose warps read at least this much W
@@ -222,9 +225,8 @@ struct SharedInputProducts {
 // accumulates into the residual), lane 0 also writes g_j · out[j], and the block, whose 8 rows are
 // group b, the sum of their squares (carried_rms_norm.h's NextRmsNorm): the one barrier of this
 // kernel, at its very end.
-template <typename T, typename Input, int Unroll = kUnroll>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize,
-                                  Unroll == kDeepUnroll ? kDeepBlocksPerSM : Input::kGemvBlocksPerSM)
+template <typename T, typename Input, int Unroll = kUnroll, bool Deep = false>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, Deep ? kDeepBlocksPerSM : Input::kGemvBlocksPerSM)
     gemv_kernel(const SharedInputProducts<T> batch, const Input input, int k, bool vectorized, bool accumulate,
                 const NextRmsNorm<T> next) {
   static_assert(kWarpsPerBlock == kRmsNormGroup, "a block's rows are one group of NextRmsNorm");
@@ -266,7 +268,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize,
 }
 
 // Warp w of block b owns output row j = b·W + w (W warps a block) and reads row j of both matrices.
-template <typename T, typename Input, typename OutT>
+template <typename T, typename Input, typename OutT, int Unroll>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     gate_up_swiglu_kernel(const T* gate_weight, const T* up_weight, const Input input, int m, int k, bool vectorized,
                           OutT* out) {
@@ -277,7 +279,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   const T* rows[2] = {gate_weight + row * k, up_weight + row * k};
   float sums[2];
   Input x = input;
-  warp_dot_rows<T, Input, 2>(rows, x, k, vectorized, sums);
+  warp_dot_rows<T, Input, 2, Unroll>(rows, x, k, vectorized, sums);
   x.write_normalized(row, m, lane);
   if (lane != 0) return;
   const float g = sums[0], u = sums[1];
@@ -328,8 +330,8 @@ void launch_gemv(std::span<const GemvProduct<T>> products, const Input& input, i
   if constexpr (kHasDeepVariant<T, Input>) {
     // All the blocks resident at once at kDeepBlocksPerSM an SM: the extra registers cost no wave.
     if (warps == kWarpsPerBlock && blocks <= unsigned(kDeepBlocksPerSM * multiprocessor_count())) {
-      launch_dependent(gemv_kernel<T, Input, kDeepUnroll>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
-                       "gemv_kernel", batch, input, k, vectorized, accumulate, next);
+      launch_dependent(gemv_kernel<T, Input, kDeepUnroll, true>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0,
+                       stream, "gemv_kernel", batch, input, k, vectorized, accumulate, next);
       return;
     }
   }
@@ -343,8 +345,15 @@ void launch_gate_up_swiglu(const T* gate_weight, const T* up_weight, const Input
   if (m <= 0) return;
   const bool vectorized = k % kChunk == 0 && aligned_16(gate_weight) && aligned_16(up_weight) && input_aligned;
   const int warps = block_warps(m, 2 * std::int64_t(k) * sizeof(T));
-  launch_dependent(gate_up_swiglu_kernel<T, Input, OutT>, dim3(blocks_for(m, warps)), dim3(warps * kWarpSize), 0,
-                   stream, "gate_up_swiglu_kernel", gate_weight, up_weight, input, m, k, vectorized, out);
+  // 16-bit weights in a launch of more than one wave (2-warp blocks) keep kGateUpUnroll chunks a
+  // row in flight: 2·5 16-byte loads a lane, 102 registers with the carried norm's reader. Stop 33–34,
+  // H200, against 4: Qwen3-4B +0.9–1.3% a decode step, Qwen3.5-like ±0; 3 and 6 were slower. A
+  // launch under one wave (paper-fig2's 512 blocks of 8 warps) keeps kUnroll: 5 there cost 1.1–1.6%
+  // (fewer blocks resident). fp32 weights (a test path) keep kUnroll: they take 98–128 registers at 4.
+  const auto kernel = sizeof(T) == 2 && warps == kSmallBlockWarps ? gate_up_swiglu_kernel<T, Input, OutT, kGateUpUnroll>
+                                                                   : gate_up_swiglu_kernel<T, Input, OutT, kUnroll>;
+  launch_dependent(kernel, dim3(blocks_for(m, warps)), dim3(warps * kWarpSize), 0, stream, "gate_up_swiglu_kernel",
+                   gate_weight, up_weight, input, m, k, vectorized, out);
 }
 
 template <typename T>
