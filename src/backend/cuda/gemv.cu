@@ -5,10 +5,11 @@
 // wave that writes no norm's groups: block_warps). A lane reads W in chunks of 8
 // consecutive elements (one 16-byte load for bf16), lane l taking chunks l, l+32, …, so a warp
 // reads 512 contiguous bytes per row per step: fully coalesced. Each step issues kUnroll chunks
-// per row before any is used, so every lane keeps kUnroll (SwiGLU: 2·kUnroll) 16-byte loads in
-// flight; with 16+ warps resident per SM that covers the ~25 KB per SM that the H200's bandwidth
-// × latency product asks for. The dot products accumulate in fp32 registers and the warp sums
-// them with shuffles at the end; nothing but the final value is written.
+// per row before any is used, so every lane keeps kUnroll (SwiGLU: 2·kUnroll; 2·kGateUpUnroll in
+// 2-warp blocks) 16-byte loads in flight; with 16+ warps resident per SM that covers the ~25 KB
+// per SM that the H200's bandwidth × latency product asks for. The dot products accumulate in
+// fp32 registers and the warp sums them with shuffles at the end; nothing but the final value is
+// written.
 // Measured alternatives (H200, Qwen3-4B shapes): two rows per warp, or 8 chunks in flight per
 // lane, were 3–25 % slower on the products of more than one wave of blocks (fewer warps; more
 // registers). A product whose blocks all fit on the GPU at once at 3 blocks an SM (o_proj and
