@@ -19,6 +19,10 @@
 // µs, 16,896 two-warp blocks of 0.5 µs in 20.7 µs — ~1.2 ns a block, however short the work. So a
 // decode step's ~3.5 µs a boundary beyond its bytes is not the launch: it is the memory
 // pipeline's drain and refill, and for grids of thousands of small blocks, their dispatch.
+// A kernel in clusters of 8 (or 2), with or without a cluster barrier before its blocks leave, as
+// the window attention, releases the plain kernel after it in the same 0.51 µs (stop 35, one run:
+// docs/notes/cuda-stop35-2026-12-03.md).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,7 +57,9 @@ __device__ unsigned long long now_ns() {
 
 // trigger_early: let the next kernel launch at this one's start (as the decode kernels do), else at
 // its end. Block b works work_ns + (b % 8) · stagger_ns. stamps: this kernel's gridDim.x entries.
-__global__ void chain_kernel(BlockStamps* stamps, bool trigger_early, int work_ns, int stagger_ns) {
+// cluster_sync: the block meets its cluster before it leaves (launched in clusters), as the window
+// attention's merge does; its exit stamp is taken after the barrier.
+__global__ void chain_kernel(BlockStamps* stamps, bool trigger_early, int work_ns, int stagger_ns, bool cluster_sync) {
   const unsigned long long start = now_ns();
   if (trigger_early) cudaTriggerProgrammaticLaunchCompletion();
   cudaGridDependencySynchronize();
@@ -62,6 +68,7 @@ __global__ void chain_kernel(BlockStamps* stamps, bool trigger_early, int work_n
   while (now_ns() < until) {
   }
   __syncthreads();
+  if (cluster_sync) cooperative_groups::this_cluster().sync();
   if (threadIdx.x == 0) stamps[blockIdx.x] = {start, released, now_ns()};
 }
 
@@ -70,10 +77,16 @@ struct Variant {
   int blocks, threads;
   bool dependent_launch, trigger_early;
   int work_ns, stagger_ns;
+  // The even kernels of the chain in clusters of `ranks` blocks (1: none), meeting at a cluster
+  // barrier before they leave when cluster_sync; the odd ones plain. The boundaries are then
+  // reported apart: after a cluster kernel (the window attention → o_proj) and after a plain one.
+  int ranks = 1;
+  bool cluster_sync = false;
 };
 
 struct Boundary {
   double release_first_us, release_last_us, early_start_us, period_us;
+  double after_cluster_first_us = 0, after_cluster_last_us = 0;  // ranks > 1: the boundaries after a cluster kernel
 };
 
 double median(std::vector<double> values) {
@@ -89,11 +102,20 @@ Boundary measure(const Variant& v, BlockStamps* stamps, cudaStream_t stream) {
   cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
   for (int i = 0; i < kKernels; ++i) {
+    const bool clustered = v.ranks > 1 && i % 2 == 0;
+    cudaLaunchAttribute attributes[2] = {attribute, {}};
+    attributes[1].id = cudaLaunchAttributeClusterDimension;
+    attributes[1].val.clusterDim.x = unsigned(v.ranks), attributes[1].val.clusterDim.y = 1;
+    attributes[1].val.clusterDim.z = 1;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(v.blocks), config.blockDim = dim3(v.threads), config.stream = stream;
-    config.attrs = &attribute, config.numAttrs = v.dependent_launch ? 1 : 0;
+    if (v.dependent_launch) {
+      config.attrs = attributes, config.numAttrs = clustered ? 2 : 1;
+    } else if (clustered) {
+      config.attrs = attributes + 1, config.numAttrs = 1;
+    }
     check(cudaLaunchKernelEx(&config, chain_kernel, stamps + std::size_t(i) * v.blocks, v.trigger_early, v.work_ns,
-                             v.stagger_ns),
+                             v.stagger_ns, clustered && v.cluster_sync),
           v.name);
   }
   check(cudaStreamEndCapture(stream, &graph), "capture");
@@ -115,14 +137,26 @@ Boundary measure(const Variant& v, BlockStamps* stamps, cudaStream_t stream) {
       last_release[i] = std::max(last_release[i], double(s.release));
       last_exit[i] = std::max(last_exit[i], double(s.exit));
     }
-  std::vector<double> first, last, early, period;
+  std::vector<double> first, last, early, period, cluster_first, cluster_last;
   for (int i = 1; i < kKernels; ++i) {
-    first.push_back((first_release[i] - last_exit[i - 1]) * 1e-3);
-    last.push_back((last_release[i] - last_exit[i - 1]) * 1e-3);
+    const double release_first = (first_release[i] - last_exit[i - 1]) * 1e-3;
+    const double release_last = (last_release[i] - last_exit[i - 1]) * 1e-3;
+    if (v.ranks > 1 && (i - 1) % 2 == 0) {  // kernel i − 1 ran in clusters
+      cluster_first.push_back(release_first);
+      cluster_last.push_back(release_last);
+      continue;
+    }
+    first.push_back(release_first);
+    last.push_back(release_last);
     early.push_back((last_exit[i - 1] - first_start[i]) * 1e-3);
     period.push_back((last_exit[i] - last_exit[i - 1]) * 1e-3);
   }
-  return {median(first), median(last), median(early), median(period)};
+  Boundary boundary{median(first), median(last), median(early), median(period)};
+  if (!cluster_first.empty()) {
+    boundary.after_cluster_first_us = median(cluster_first);
+    boundary.after_cluster_last_us = median(cluster_last);
+  }
+  return boundary;
 }
 
 }  // namespace
@@ -145,16 +179,27 @@ int main() {
       {"dependent launch, trigger at exit", sms, 256, true, false, 3000, 0},
       {"stream order (no dependent launch)", sms, 256, false, false, 3000, 0},
       {"stream order, 4 blocks an SM", 4 * sms, 256, false, false, 3000, 0},
+      // The window attention → o_proj boundary: 16 clusters of 8 (128 blocks), then a plain kernel.
+      {"dependent launch, clusters of 8 with a cluster barrier, alternating with plain", 128, 256, true, true, 3000, 0,
+       8, true},
+      {"dependent launch, clusters of 8, no barrier, alternating with plain", 128, 256, true, true, 3000, 0, 8, false},
+      {"dependent launch, clusters of 2 with a cluster barrier, alternating with plain", 128, 256, true, true, 3000, 0,
+       2, true},
   };
   std::printf("%d SMs; a graph of %d kernels; medians over its boundaries, from the last block's exit of the "
               "kernel before\n\n",
               sms, kKernels);
-  std::printf("| variant | first release µs | last release µs | first block resident before µs | kernel period µs |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  std::printf("| variant | first release µs | last release µs | first block resident before µs | kernel period µs | "
+              "after a cluster kernel: first / last release µs |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: |\n");
   for (const Variant& v : variants) {
     const Boundary b = measure(v, stamps, stream);
-    std::printf("| %s (%d × %d, %.1f µs work) | %.2f | %.2f | %.2f | %.2f |\n", v.name, v.blocks, v.threads,
+    std::printf("| %s (%d × %d, %.1f µs work) | %.2f | %.2f | %.2f | %.2f |", v.name, v.blocks, v.threads,
                 v.work_ns * 1e-3, b.release_first_us, b.release_last_us, b.early_start_us, b.period_us);
+    if (v.ranks > 1)
+      std::printf(" %.2f / %.2f |\n", b.after_cluster_first_us, b.after_cluster_last_us);
+    else
+      std::printf(" — |\n");
   }
   check(cudaStreamDestroy(stream), "stream");
   check(cudaFree(stamps), "stamps");

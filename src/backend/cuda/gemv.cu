@@ -22,6 +22,10 @@
 // 5: −1.3%, 7 and 8: ±0 to −0.6%; down_proj (k = 9,728) 5: −0.4%, 7: +0.5%, 8: ±0 — but 7 cost the
 // Qwen3.5-like shape's down_proj (k = 9,216) 0.6–1.0%, so both stay at 6.
 //
+// o_proj as one fat block an SM, landed beside the window attention with its rows requested
+// before its wait (into shared memory by bulk copies, or into registers), lost 1.2–15% (stop 35):
+// some blocks land only after the attention, and the early ones still end ~7 µs after their wait.
+//
 // x (10–39 KB) is read with plain loads: every warp of an SM reads the same x, so it is served
 // from L1/L2. W is read with streaming loads (evict-first): it is used once per token
 // and would only push x out of the caches.
