@@ -6,7 +6,8 @@
 //
 // The skeleton, per layer (36 layers, Qwen3-4B shapes, bf16; no real attention):
 //   chain  kernel 1: q+k+v, 6,144 rows × 2,560 — one row a warp, 2-warp blocks (3,072), the whole
-//          row in registers before the wait for the previous kernel, as the engine's readers do;
+//          row (10 chunks a lane) in registers before the wait for the previous kernel (the
+//          engine's q+k+v holds one step of 4 there: this chain is the kinder one);
 //          kernel 2: 16 clusters of 8 blocks (the attention's grid): wait, read the cluster's 512
 //          outputs, spin `attention_ns` (the attention's own work), meet the cluster, write x.
 //   fused  one kernel of 16 clusters of 8 blocks: a cluster computes its 2 query heads' q rows and
@@ -85,7 +86,7 @@ __device__ void attention_stand_in(float value, int attention_ns, float* x) {
   if (int(threadIdx.x) < per_block) x[block * per_block + threadIdx.x] = 1.0f + 1e-6f * value;
 }
 
-// chain, kernel 1: row (block · 2 + warp) of layer `layer`.
+// chain, kernel 1: row block · 2 + warp of the layer's weights.
 __global__ void qkv_kernel(const uint4* weights, const float* x, float* outputs) {
   cudaTriggerProgrammaticLaunchCompletion();
   const int lane = int(threadIdx.x) % 32, row = int(blockIdx.x) * 2 + int(threadIdx.x) / 32;
