@@ -51,7 +51,8 @@ std::string ablation_markdown(const BenchReport& report) {
     for (const auto& a : r.ablations) {
       if (md.empty())
         md = "\n## Decode step with kernels emptied (`--ablate`, a diagnosis)\n\n"
-             "Each named kernel keeps its launch shape and its place in the step but does nothing; the step's "
+             "Each named kernel keeps its launch shape, its place in the step and its blocks per multiprocessor (an "
+             "empty stand-in holding about as many registers) but does nothing; the step's "
              "sampled id does not feed the next step in either timing (its outputs are garbage). Saved: what "
              "those kernels cost where they run, overlap and warm caches included.\n\n"
              "| mixer | context | kernels named | launches per step | step µs | step µs without them | saved µs "

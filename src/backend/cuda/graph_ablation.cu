@@ -1,6 +1,7 @@
 #include "backend/cuda/graph_ablation.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -11,9 +12,64 @@ namespace bifocal::cuda {
 
 namespace {
 
+// The stand-in for an emptied kernel: it lets its successor launch early and waits for its
+// predecessor, as every kernel of the step does (dependent_launch.h), and holds `Held` values in
+// registers across its wait, so that a stand-in can take as many registers a thread as the kernel it
+// replaces. That matters: with the replaced kernel's shared memory but 4 registers, a multiprocessor
+// fits more of its blocks than of the original's — the window attention's 128 blocks of 42 KiB as
+// 5 an SM instead of 2 — and the stand-in itself then cost ~7 µs a launch more than one of the
+// original's occupancy (stop 36, docs/notes/cuda-stop36-2026-12-03.md): the ablation said 3.4 µs a
+// launch for a kernel that costs ~10.
+__device__ float4 stand_in_values[1024];  // zero: what a stand-in holds, read before its wait
+__device__ float stand_in_sink;            // zero, and never written (the sum it guards is 0)
+
+template <int Held>  // a multiple of 4
 __global__ void emptied_kernel() {
   device::allow_next_kernel_launch();
+  float4 held[Held > 0 ? Held / 4 : 1];
+#pragma unroll
+  for (int i = 0; i < Held / 4; ++i) held[i] = stand_in_values[(int(threadIdx.x) + 32 * i) % 1024];
   device::wait_for_previous_kernel();
+  // Every held value meets one read after the wait in a chain of FMAs (not reassociated), so no
+  // part of the sum can be formed before it: all of them stay in registers across the wait.
+  const float after_wait = stand_in_sink;
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Held / 4; ++i) {
+    sum = fmaf(held[i].x, after_wait, sum);
+    sum = fmaf(held[i].y, after_wait, sum);
+    sum = fmaf(held[i].z, after_wait, sum);
+    sum = fmaf(held[i].w, after_wait, sum);
+  }
+  if (Held > 0 && sum != 0.0f) stand_in_sink = sum;
+}
+
+// The stand-ins, lightest first; each takes about Held + 8 registers a thread.
+constexpr void (*kStandIns[])() = {emptied_kernel<0>,  emptied_kernel<24>,  emptied_kernel<56>,
+                                   emptied_kernel<88>, emptied_kernel<120>, emptied_kernel<152>,
+                                   emptied_kernel<184>, emptied_kernel<216>};
+
+// Blocks of `function` (threads each, shared_bytes of dynamic shared memory) one multiprocessor
+// holds at once; -1 where the runtime cannot tell (a library's kernel).
+int resident_blocks(const void* function, int threads, std::size_t shared_bytes) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function, threads, shared_bytes) != cudaSuccess) {
+    cudaGetLastError();  // clear what the failed query left
+    return -1;
+  }
+  return blocks;
+}
+
+// The lightest stand-in of which a multiprocessor holds no more blocks than of the original (the
+// heaviest one where even it fits more; the lightest where the original's count is unknown).
+const void* stand_in_for(const cudaKernelNodeParams& original) {
+  const int threads = int(original.blockDim.x * original.blockDim.y * original.blockDim.z);
+  const int original_blocks = resident_blocks(original.func, threads, original.sharedMemBytes);
+  if (original_blocks < 0) return reinterpret_cast<const void*>(kStandIns[0]);
+  for (auto* stand_in : kStandIns)
+    if (resident_blocks(reinterpret_cast<const void*>(stand_in), threads, original.sharedMemBytes) <= original_blocks)
+      return reinterpret_cast<const void*>(stand_in);
+  return reinterpret_cast<const void*>(std::end(kStandIns)[-1]);
 }
 
 // The nodes of `graph` in an order that runs each after everything it depends on (Kahn's: of the
@@ -82,18 +138,24 @@ void empty_kernel_nodes(std::span<const GraphKernelNode> nodes) {
   int device = 0, shared_limit = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
-  // The emptied node keeps the original's dynamic shared memory, which may exceed the default 48 KiB.
-  check(cudaFuncSetAttribute(emptied_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit),
-        "emptied_kernel");
+  // A stand-in keeps the original's dynamic shared memory, which may exceed the default 48 KiB.
+  for (auto* stand_in : kStandIns)
+    check(cudaFuncSetAttribute(stand_in, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit), "emptied_kernel");
   for (const GraphKernelNode& kernel : nodes) {
     cudaKernelNodeParams params{};
     check(cudaGraphKernelNodeGetParams(kernel.node, &params), "cudaGraphKernelNodeGetParams");
-    params.func = reinterpret_cast<void*>(emptied_kernel);
+    params.func = const_cast<void*>(stand_in_for(params));
     params.kernelParams = nullptr;
     params.extra = nullptr;
     const std::string where = "cudaGraphKernelNodeSetParams (" + kernel.name + ")";
     check(cudaGraphKernelNodeSetParams(kernel.node, &params), where.c_str());
   }
+}
+
+const void* stand_in_kernel(const GraphKernelNode& node) {
+  cudaKernelNodeParams params{};
+  check(cudaGraphKernelNodeGetParams(node.node, &params), "cudaGraphKernelNodeGetParams");
+  return stand_in_for(params);
 }
 
 std::string kernel_census(std::span<const GraphKernelNode> nodes) {
