@@ -1,8 +1,8 @@
 // Would fusing q+k+v into the window attention's cluster kernel beat the two-kernel chain it
-// replaces? Stop 35 (docs/notes/cuda-stop35-2026-12-03.md) found that emptying the attention in
-// place saves only 3.4 µs of the ~21 µs that q+k+v and the attention add to a Qwen3-4B layer: the
-// rest is the boundary between them. Fused, a cluster computes only its own heads' q, k and v
-// rows, and its attention waits for its cluster's barrier, not for a whole kernel.
+// replaces? Fused, a cluster computes only its own heads' q, k and v rows, and its attention waits
+// for its cluster's barrier, not for a whole kernel. (Stop 35 asked this when its ablation said the
+// attention's own work was only 3.4 µs of a layer and the rest the boundary around it; stop 36
+// found that number an artifact of the ablation's stand-in: the attention costs ~10 µs in place.)
 //
 // The skeleton, per layer (36 layers, Qwen3-4B shapes, bf16; no real attention). x is the bf16
 // vector the engine's products read (carried_rms_norm.h's g ⊙ x), read in 16-byte chunks as
@@ -27,7 +27,7 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90a tools/cuda/fused_attention_probe.cu -o fused_attention_probe
 //   ./fused_attention_probe            (a Markdown table: µs a layer, medians of 7 replays)
 //
-// Written in stop 35; stop 36 ran it (docs/notes/cuda-stop36-2026-12-03.md has the table): no fused
+// Written in stop 35; stop 36 ran it (docs/notes/cuda-stop36-2026-12-04.md has the table): no fused
 // shape beats the chain (10.4–10.7 µs a layer with no attention work). A 128-block grid of 8-block
 // clusters at one block an SM does not fit at once (15 resident clusters of 16); at two blocks an
 // SM it takes 12.8 µs, and the best shape, 8 × 8 (64 blocks, one an SM), 11.2–11.7: a fused cluster

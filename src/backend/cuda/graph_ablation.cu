@@ -18,7 +18,7 @@ namespace {
 // replaces. That matters: with the replaced kernel's shared memory but 4 registers, a multiprocessor
 // fits more of its blocks than of the original's — the window attention's 128 blocks of 42 KiB as
 // 5 an SM instead of 2 — and the stand-in itself then cost ~7 µs a launch more than one of the
-// original's occupancy (stop 36, docs/notes/cuda-stop36-2026-12-03.md): the ablation said 3.4 µs a
+// original's occupancy (stop 36, docs/notes/cuda-stop36-2026-12-04.md): the ablation said 3.4 µs a
 // launch for a kernel that costs ~10.
 __device__ float4 stand_in_values[1024];  // zero: what a stand-in holds, read before its wait
 __device__ float stand_in_sink;            // zero, and never written (the sum it guards is 0)
