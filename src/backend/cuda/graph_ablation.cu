@@ -60,16 +60,33 @@ int resident_blocks(const void* function, int threads, std::size_t shared_bytes)
   return blocks;
 }
 
-// The lightest stand-in of which a multiprocessor holds no more blocks than of the original (the
-// heaviest one where even it fits more; the lightest where the original's count is unknown).
+// Lets every stand-in take up to the device's dynamic shared memory (the original's may exceed the
+// default 48 KiB), before their blocks an SM are asked for or they are launched.
+void allow_stand_ins_shared_memory() {
+  int device = 0, shared_limit = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
+  for (auto* stand_in : kStandIns)
+    check(cudaFuncSetAttribute(stand_in, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit), "emptied_kernel");
+}
+
+// The lightest stand-in of which a multiprocessor holds no more blocks than of the original, and at
+// least one (a heavy stand-in may not fit a large block at all); where none does, the one that
+// fits fewest; the lightest where the original's count is unknown.
 const void* stand_in_for(const cudaKernelNodeParams& original) {
   const int threads = int(original.blockDim.x * original.blockDim.y * original.blockDim.z);
   const int original_blocks = resident_blocks(original.func, threads, original.sharedMemBytes);
-  if (original_blocks < 0) return reinterpret_cast<const void*>(kStandIns[0]);
-  for (auto* stand_in : kStandIns)
-    if (resident_blocks(reinterpret_cast<const void*>(stand_in), threads, original.sharedMemBytes) <= original_blocks)
-      return reinterpret_cast<const void*>(stand_in);
-  return reinterpret_cast<const void*>(std::end(kStandIns)[-1]);
+  const void* fewest = reinterpret_cast<const void*>(kStandIns[0]);
+  if (original_blocks < 0) return fewest;
+  int fewest_blocks = resident_blocks(fewest, threads, original.sharedMemBytes);
+  for (auto* stand_in : kStandIns) {
+    const void* function = reinterpret_cast<const void*>(stand_in);
+    const int blocks = resident_blocks(function, threads, original.sharedMemBytes);
+    if (blocks < 1) break;  // heavier ones fit no better
+    if (blocks <= original_blocks) return function;
+    if (blocks < fewest_blocks) fewest = function, fewest_blocks = blocks;
+  }
+  return fewest;
 }
 
 // The nodes of `graph` in an order that runs each after everything it depends on (Kahn's: of the
@@ -135,12 +152,7 @@ std::vector<GraphKernelNode> graph_kernel_nodes(cudaGraph_t graph) {
 }
 
 void empty_kernel_nodes(std::span<const GraphKernelNode> nodes) {
-  int device = 0, shared_limit = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
-  // A stand-in keeps the original's dynamic shared memory, which may exceed the default 48 KiB.
-  for (auto* stand_in : kStandIns)
-    check(cudaFuncSetAttribute(stand_in, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit), "emptied_kernel");
+  allow_stand_ins_shared_memory();  // a stand-in keeps the original's dynamic shared memory
   for (const GraphKernelNode& kernel : nodes) {
     cudaKernelNodeParams params{};
     check(cudaGraphKernelNodeGetParams(kernel.node, &params), "cudaGraphKernelNodeGetParams");
@@ -153,6 +165,7 @@ void empty_kernel_nodes(std::span<const GraphKernelNode> nodes) {
 }
 
 const void* stand_in_kernel(const GraphKernelNode& node) {
+  allow_stand_ins_shared_memory();
   cudaKernelNodeParams params{};
   check(cudaGraphKernelNodeGetParams(node.node, &params), "cudaGraphKernelNodeGetParams");
   return stand_in_for(params);
