@@ -1,7 +1,6 @@
 #include "backend/cuda/graph_ablation.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
