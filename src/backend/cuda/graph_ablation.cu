@@ -1,6 +1,7 @@
 #include "backend/cuda/graph_ablation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -22,8 +23,9 @@ namespace {
 __device__ float4 stand_in_values[1024];  // zero: what a stand-in holds, read before its wait
 __device__ float stand_in_sink;            // zero, and never written (the sum it guards is 0)
 
-template <int Held>  // a multiple of 4
+template <int Held>
 __global__ void emptied_kernel() {
+  static_assert(Held % 4 == 0, "held as float4");
   device::allow_next_kernel_launch();
   float4 held[Held > 0 ? Held / 4 : 1];
 #pragma unroll
@@ -77,7 +79,7 @@ const void* stand_in_for(const cudaKernelNodeParams& original) {
   const int original_blocks = resident_blocks(original.func, threads, original.sharedMemBytes);
   const void* fewest = reinterpret_cast<const void*>(kStandIns[0]);
   if (original_blocks < 0) return fewest;
-  int fewest_blocks = resident_blocks(fewest, threads, original.sharedMemBytes);
+  int fewest_blocks = std::numeric_limits<int>::max();
   for (auto* stand_in : kStandIns) {
     const void* function = reinterpret_cast<const void*>(stand_in);
     const int blocks = resident_blocks(function, threads, original.sharedMemBytes);
