@@ -13,9 +13,13 @@
 // of float4 (x[8c..8c+3] and x[8c+4..8c+7] for chunk c), conflict-free: 12 wavefronts. That was not
 // the limit: RingConsumer::handshake takes the stages without reading them and streams no faster
 // (59.5–63% in stop 25), with bulk copies or RingProducer::cp_async from 1–4 warps, at 1 or 2
-// blocks an SM. The copies into shared memory are the limit.
+// blocks an SM. Stop 25 read that as "the copies into shared memory are the limit"; stop 37 showed
+// otherwise (shared_stream_probe.cu: ~107% for the same copies). Most likely rebuild_x holds the
+// ring back here: one L2 load a value, in a loop, under the ring's traffic (the same rebuild took
+// ring_chain_probe.cu's first version to ~50%; loaded in one round trip, 82–88%).
 #pragma once
 
+#include "chain_probe_barriers.cuh"
 #include "chain_probe_common.cuh"
 
 namespace chain_probe {
@@ -24,46 +28,6 @@ constexpr int kRingConsumerWarps = 16;
 constexpr int kConsumerThreads = 32 * kRingConsumerWarps;
 // The block: the consumer warps, then the producer warps.
 constexpr int ring_threads(int producer_warps) { return 32 * (kRingConsumerWarps + producer_warps); }
-
-__device__ __forceinline__ std::uint32_t shared_address_of(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
-}
-
-__device__ __forceinline__ void barrier_init(std::uint64_t* barrier, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address_of(barrier)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void barrier_arrive(std::uint64_t* barrier) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address_of(barrier)) : "memory");
-}
-
-__device__ __forceinline__ void barrier_expect_bytes(std::uint64_t* barrier, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address_of(barrier)),
-               "r"(bytes)
-               : "memory");
-}
-
-// Waits until the phase with this parity of the barrier has completed.
-__device__ __forceinline__ void barrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(shared_address_of(barrier)),
-      "r"(parity)
-      : "memory");
-}
-
-__device__ __forceinline__ void bulk_copy_to_shared(void* destination, const void* source, std::uint32_t bytes,
-                                                    std::uint64_t* barrier) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          shared_address_of(destination)),
-      "l"(source), "r"(bytes), "r"(shared_address_of(barrier))
-      : "memory");
-}
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumerThreads) : "memory"); }
 
@@ -78,17 +42,6 @@ enum class RingConsumer { scalar, split, handshake };
 // How the producer fills a stage: one thread's bulk copy (TMA), or every producer thread's 16-byte
 // cp.async (the copy engine of the load/store units), each thread's completion an arrival.
 enum class RingProducer { bulk, cp_async };
-
-__device__ __forceinline__ void cp_async_16(void* destination, const void* source) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address_of(destination)), "l"(source)
-               : "memory");
-}
-
-// An arrival on `barrier` once this thread's earlier cp.async copies have landed (counted in the
-// barrier's initial count: .noinc).
-__device__ __forceinline__ void cp_async_arrive(std::uint64_t* barrier) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address_of(barrier)) : "memory");
-}
 
 // Shared memory: Stages × StageBytes of ring, x, the consumers' sums, 2 × Stages barriers.
 template <int StageBytes, int Stages>
