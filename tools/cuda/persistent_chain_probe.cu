@@ -49,15 +49,17 @@
 // 69.4%, persistent 62.7%. Dataflow (below): 8 rows × ¼ of k 56.4%, 32 rows × ¼ 37.9%, 8 rows ×
 // ~4 / 8 / 16 KiB 40.4 / 51.2 / 54.7%. Weight ring (chain_probe_ring.cuh): 6 × 32 / 12 × 16 /
 // 24 × 8 KiB stages 65–66 / 66–67 / 61%, and 57% with no waits at all: its bulk-copy streaming,
-// one producer thread an SM, is itself the limit. Nothing beat the launch chain.
+// one producer thread an SM, is itself the limit (withdrawn in stop 37, below). Nothing beat the
+// launch chain.
 // Stop 25 (three runs, one H200, copy bandwidth 4.19–4.21 TB/s): one kernel reading every weight
 // once, no boundary, streams at 4.62–4.64 TB/s, 110% of the copy bandwidth (a read-only stream
 // beats a copy); the launch chain 77.7–77.9%, so its 144 boundaries cost ~4.5 µs each against that
 // ceiling. The ring with conflict-free x (split): 67.6–68.7% with waits, 62% without; taking the
 // stages unread (handshake) 59.5–63.0% — bulk copies or a 1-, 2- or 4-warp cp.async producer
-// (59.3–61.1%), 1 or 2 blocks an SM (58.8%) alike. Copies into shared memory, however issued, cap
-// near 60% of the copy bandwidth for this read pattern, where plain loads into registers reach 110%:
-// a ring fed that way cannot carry a chain past its boundaries.
+// (59.3–61.1%), 1 or 2 blocks an SM (58.8%) alike. Stop 25 concluded that copies into shared
+// memory cap near 60%; WRONG (stop 37): shared_stream_probe.cu streams into a ring at ~107% with any
+// producer and pattern. The cap was most likely this ring's consumers rebuilding x one L2 load at
+// a time (ring_chain_probe.cu, with x loaded in one round trip: 82–88% with waits).
 // Stop 26 (H200, copy bandwidth 4.24 TB/s, two runs each of three builds): the ceiling 106.9–110.0%,
 // launches 76.4–77.9%; the fused MLP's three launches a layer 26–68% (chain_probe_fused_mlp.cuh
 // says why): fewer launches by fusing across a full-vector dependency lose more inside the kernel
