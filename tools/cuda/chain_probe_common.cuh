@@ -103,6 +103,29 @@ __device__ void share_of(const Product& p, int part, int parts, std::int64_t& be
   end = p.first + p.chunks * (part + 1) / parts;
 }
 
+// The read ceiling: every chunk of `data` read once by one kernel, no boundary and no shared
+// memory — each warp a contiguous share, Unroll 16-byte loads a lane in flight, the bytes summed
+// so that they are used (the sum is written only in a case the probes' fills never make).
+template <int Threads, int BlocksPerSm, int Unroll>
+__global__ void __launch_bounds__(Threads, BlocksPerSm) stream_shares(const uint4* data, std::int64_t chunks, unsigned* sink) {
+  constexpr int kWarpsPerBlock = Threads / 32;
+  const int warps = int(gridDim.x) * kWarpsPerBlock, warp = int(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x) / 32;
+  const int lane = int(threadIdx.x) % 32;
+  const std::int64_t begin = chunks * warp / warps, end = chunks * (warp + 1) / warps;
+  unsigned sum = 0;
+  for (std::int64_t first = begin; first < end; first += 32 * Unroll) {
+    uint4 w[Unroll];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) {
+      const std::int64_t c = first + u * 32 + lane;
+      w[u] = c < end ? __ldcs(data + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u) sum += w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
+  }
+  if (sum == 0x12345678u) sink[0] = sum;
+}
+
 // An int another block writes, read with acquire semantics at GPU scope (a counter to wait on).
 __device__ __forceinline__ int load_acquire(const int* address) {
   int value;

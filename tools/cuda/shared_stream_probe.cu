@@ -121,24 +121,6 @@ __global__ void __launch_bounds__(kRingThreads, BlocksPerSm)
   if (sum == 0x12345678u) sink[0] = sum;  // keeps the reads; the fill never makes this
 }
 
-// Plain loads into registers: each warp a contiguous share, Unroll 16-byte loads a lane in flight.
-template <int Unroll>
-__global__ void __launch_bounds__(256) register_stream(const uint4* data, std::int64_t chunks, unsigned* sink) {
-  const int warps = int(gridDim.x) * 8, warp = int(blockIdx.x) * 8 + int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const std::int64_t begin = chunks * warp / warps, end = chunks * (warp + 1) / warps;
-  unsigned sum = 0;
-  for (std::int64_t first = begin; first < end; first += 32 * Unroll) {
-    uint4 w[Unroll];
-#pragma unroll
-    for (int u = 0; u < Unroll; ++u) {
-      const std::int64_t c = first + u * 32 + lane;
-      w[u] = c < end ? __ldcs(data + c) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < Unroll; ++u) sum += w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
-  }
-  if (sum == 0x12345678u) sink[0] = sum;
-}
 
 __global__ void fill(unsigned* data, std::int64_t words) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < words;
@@ -205,8 +187,8 @@ int main() {
     });
     report(s, name, ms);
   };
-  registers(register_stream<4>, 4, "registers: a contiguous share a warp, 4 blocks an SM, 4 loads a lane");
-  registers(register_stream<8>, 4, "registers: … 8 loads a lane");
+  registers(chain_probe::stream_shares<256, 4, 4>, 4, "registers: a contiguous share a warp, 4 blocks an SM, 4 loads a lane");
+  registers(chain_probe::stream_shares<256, 4, 8>, 4, "registers: … 8 loads a lane");
 
   using enum Pattern;
   using enum Producer;
