@@ -229,6 +229,7 @@ __global__ void __launch_bounds__(32 * (ConsumerWarps + 1), 1)
     const int my_row = group_warp / parts, part = group_warp % parts;
     const int begin = row_chunks * part / parts, end = row_chunks * (part + 1) / parts;
     constexpr int kColumns = (40 + kGroupWarps - 1) / kGroupWarps;  // ⌈chunks of a part / 32⌉, k ≤ 9,728
+    if (end - begin > 32 * kColumns) __trap();  // a part wider than the registers hold: never silently dropped
     float xr[kColumns][8];
 #pragma unroll
     for (int n = 0; n < kColumns; ++n) {
