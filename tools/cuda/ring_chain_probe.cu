@@ -26,7 +26,8 @@
 //
 // Measured (H200, 2026-12-04, copy bandwidth 4.16–4.24 TB/s; docs/notes/cuda-stop37-2026-12-04.md):
 // - with the waits 82–88% of the copy bandwidth (≤ 2 stages in flight 82–88%), against 76–78% for
-//   the launch chain of stop 26's probe; with no waits 85–88%, with 2 groups 90%;
+//   the launch chain of stop 26's probe — but about what the engine's own products reach (~85%:
+//   stop 35's timeline); with no waits 85–88%, with 2 groups 90%;
 // - a 10 µs stand-in attention a layer costs its full 10 µs (+360 µs a step) at every ring depth
 //   (4, 6, 8, 9 stages), with or without pacing, at 8 or 16 warps, in 1 or 2 groups: each
 //   boundary already idles the consumers ~3.6–4 µs, in which the ring (~4–5 µs of an SM's share of
