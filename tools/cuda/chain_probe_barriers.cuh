@@ -1,6 +1,7 @@
 // The shared-memory ring's primitives for the decode-chain probes (chain_probe_ring.cuh,
 // shared_stream_probe.cu, ring_chain_probe.cu): mbarrier wrappers, the bulk copy (TMA) and the
-// 16-byte cp.async that complete on one, and %globaltimer. Device code for those probes only.
+// 16-byte cp.async that complete on one, and %globaltimer (also the stamps of
+// dependency_release_probe.cu and fused_attention_probe.cu). Device code for the probes only.
 #pragma once
 
 #include <cstdint>

@@ -31,6 +31,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "chain_probe_barriers.cuh"  // global_ns
+
 namespace {
 
 void check(cudaError_t status, const char* what) {
@@ -49,27 +51,23 @@ struct BlockStamps {
   unsigned long long start, release, exit;
 };
 
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using chain_probe::global_ns;
 
 // trigger_early: let the next kernel launch at this one's start (as the decode kernels do), else at
 // its end. Block b works work_ns + (b % 8) · stagger_ns. stamps: this kernel's gridDim.x entries.
 // cluster_sync: the block meets its cluster before it leaves (launched in clusters), as the window
 // attention's merge does; its exit stamp is taken after the barrier.
 __global__ void chain_kernel(BlockStamps* stamps, bool trigger_early, int work_ns, int stagger_ns, bool cluster_sync) {
-  const unsigned long long start = now_ns();
+  const unsigned long long start = global_ns();
   if (trigger_early) cudaTriggerProgrammaticLaunchCompletion();
   cudaGridDependencySynchronize();
-  const unsigned long long released = now_ns();
+  const unsigned long long released = global_ns();
   const unsigned long long until = released + work_ns + (blockIdx.x % 8) * stagger_ns;
-  while (now_ns() < until) {
+  while (global_ns() < until) {
   }
   __syncthreads();
   if (cluster_sync) cooperative_groups::this_cluster().sync();
-  if (threadIdx.x == 0) stamps[blockIdx.x] = {start, released, now_ns()};
+  if (threadIdx.x == 0) stamps[blockIdx.x] = {start, released, global_ns()};
 }
 
 struct Variant {

@@ -35,6 +35,7 @@
 // boundary together.
 #include <cooperative_groups.h>
 
+#include "chain_probe_barriers.cuh"  // global_ns
 #include "chain_probe_common.cuh"
 
 namespace {
@@ -55,11 +56,7 @@ constexpr int kLoneBlockSharedBytes = 120 * 1024;  // more than half an SM's 228
 
 static_assert(kChunksPerRow % 32 == 0, "a lane takes the same number of chunks of every row");
 
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using chain_probe::global_ns;
 
 // Lane l's chunks l, l + 32, … of one row of 16-bit values.
 struct RowChunks {
@@ -116,8 +113,8 @@ struct ClusterShape {
 // Spins `ns` nanoseconds (the attention's own work), then writes the block's slice of x from the
 // values it read, so that the next layer depends on this one.
 __device__ void attention_stand_in(float value, int attention_ns, __nv_bfloat16* x) {
-  const unsigned long long until = now_ns() + attention_ns;
-  while (now_ns() < until) {
+  const unsigned long long until = global_ns() + attention_ns;
+  while (global_ns() < until) {
   }
   const int per_block = kHidden / int(gridDim.x);
   if (int(threadIdx.x) < per_block)
