@@ -4,7 +4,9 @@
 // the two-launch path — qk_norm_rope (dense_kernels.cuh) in place, then the step on its output —
 // in its output, in what it stores in the cache and (Bifocal) in its mLSTM state, since all run
 // device::norm_rope_head. Fresh random inputs each run; bf16 and fp32 caches; with and without
-// q/k norm (Qwen3 / Llama); head_dim 128 (Qwen3-4B), 48 (RoPE pairs across lanes) and 64; GQA 4:1
+// q/k norm (Qwen3 / Llama); head_dim 128 (Qwen3-4B), 256 (Qwen3.5-like), 192, 48 (RoPE pairs across
+// lanes: norm_rope_head's general path, the others its one-round-trip path in the window attention
+// against the general path in qk_norm_rope) and 64; GQA 4:1
 // and 16:1 (two clusters per KV head); rings with sink tokens or a learned sink, and a linear
 // cache. A cache longer than the one-launch path refuses the folded form by name.
 #include <gtest/gtest.h>
@@ -164,6 +166,8 @@ TEST_F(FoldedQkNormRope, EqualsQkNormRopeThenAttentionBitForBit) {
       {16, 1, 64, 128, 4, false, true, 128, 129},    // 16 query heads a KV head: two clusters
       {4, 4, 128, 0, 0, false, true, 300, 200},      // a linear cache (window 0), read up to p
       {32, 8, 128, 576, 0, true, true, 576, 300000}, // past |angle| ≈ 1e5: sincosf's slow reduction
+      {16, 4, 256, 576, 0, true, true, 576, 5000},   // the Qwen3.5-like shape: d = 256, 8 elements a lane
+      {8, 2, 192, 64, 4, false, true, 64, 70},       // d = 192: 6 elements a lane
   };
   for (const FoldedCase& c : cases) {
     check_folded_equals_separate<__nv_bfloat16>(c, rng_);

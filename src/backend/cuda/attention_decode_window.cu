@@ -20,7 +20,9 @@
 //    row: no register or shared-memory cost, no value read — a hint the contract allows) while
 //    the previous kernels still run; the loads after the wait then come from L2 (~0.3 µs less).
 //  * loads: ONE round — every 16-byte cp.async of the block's keys, values and slot positions is
-//    issued before any arithmetic (9 per thread at 576 slots), the query and p meanwhile. The
+//    issued before any arithmetic (9 per thread at 576 slots), the query and p meanwhile (with q/k
+//    norm and RoPE folded in, a head, its norm weights and its sines and cosines in one round trip:
+//    norm_rope_head_one_round_trip; three chained ones cost 0.5–1% of a decode step). The
 //    staging holds ⌈slots/R⌉ rows; it falls back to two-stage rounds only when they do not fit
 //    in 227 KiB (fp32 d ≥ 128 or d = 256 near 2K slots). ~0.4–0.8 µs from L2, ~1 µs from HBM.
 //  * arithmetic, SIMT fp32 (exact; at ≤ 256 rows per block tensor cores would save nothing
@@ -233,13 +235,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int item = int(threadIdx.x) / 32; item <= GROUP; item += kThreads / 32) {
       if (item < heads) {
         float* row = q_shared + item * d;
-        device::norm_rope_head(a.query + std::size_t(first_head + item) * d, row, row, a.q_norm, a.norm_eps, true,
-                               float(position), a.rope_inv_freq, d, q_scale, a.rope_rotation);
+        device::norm_rope_head_one_round_trip(a.query + std::size_t(first_head + item) * d, row, row, a.q_norm,
+                                              a.norm_eps, float(position), a.rope_inv_freq, d, q_scale,
+                                              a.rope_rotation);
       } else if (item < GROUP) {
         for (int i = int(threadIdx.x) % 32; i < d; i += 32) q_shared[item * d + i] = 0.0f;
       } else if (a.new_key != nullptr) {
-        device::norm_rope_head(a.new_key + std::size_t(kv) * d, key_shared, key_shared, a.k_norm, a.norm_eps, true,
-                               float(position), a.rope_inv_freq, d, 1.0f, a.rope_rotation);
+        device::norm_rope_head_one_round_trip(a.new_key + std::size_t(kv) * d, key_shared, key_shared, a.k_norm,
+                                              a.norm_eps, float(position), a.rope_inv_freq, d, 1.0f, a.rope_rotation);
       }
     }
   }

@@ -19,6 +19,51 @@ __device__ __forceinline__ float2 rotation_at(float position, const float* inv_f
   return make_float2(s, c);
 }
 
+// norm_rope_head for d = 32·Elements with Elements even (d = 64, 128, 192, 256): lane l holds
+// elements l + 32k, so every RoPE pair (i, i + d/2) is in one lane — no staging — and every load
+// (the head, its norm weights, its (sin, cos)) is issued before any is used: one round trip
+// instead of three in a chain, which the decode attention's q phase waits for. The same
+// operations in the same order as norm_rope_head's general path: the same bits.
+template <typename T, int Elements>
+__device__ __forceinline__ void norm_rope_in_lanes(const float* in, float* out, const T* norm_weight, float eps,
+                                                   float position, const float* inv_freq, float scale,
+                                                   const float2* rotation) {
+  static_assert(Elements % 2 == 0, "the pairs (i, i + d/2) must fall in one lane");
+  constexpr int kPairs = Elements / 2, d = 32 * Elements;
+  const int lane = int(threadIdx.x) % 32;
+  float value[Elements], weight[Elements];
+  float2 sin_cos[kPairs];
+  #pragma unroll
+  for (int k = 0; k < Elements; ++k) {
+    value[k] = in[lane + 32 * k];
+    weight[k] = norm_weight != nullptr ? to_float(norm_weight[lane + 32 * k]) : 1.0f;
+  }
+  #pragma unroll
+  for (int k = 0; k < kPairs; ++k) {
+    const int i = lane + 32 * k;
+    sin_cos[k] = rotation == nullptr     ? rotation_at(position, inv_freq, i)
+                 : __isGlobal(rotation) ? __ldcg(rotation + i)
+                                        : rotation[i];
+  }
+  if (norm_weight != nullptr) {
+    float sum_squares = 0.0f;
+    #pragma unroll
+    for (int k = 0; k < Elements; ++k) sum_squares = fmaf(value[k], value[k], sum_squares);
+    const float inverse_rms = 1.0f / sqrtf(warp_sum(sum_squares) / float(d) + eps);
+    #pragma unroll
+    for (int k = 0; k < Elements; ++k) value[k] = weight[k] * (value[k] * inverse_rms);
+  }
+  #pragma unroll
+  for (int k = 0; k < kPairs; ++k) {
+    const float s = sin_cos[k].x, c = sin_cos[k].y;
+    const float a = value[k], b = value[k + kPairs];
+    const float rotated_a = fmaf(a, c, -(b * s)), rotated_b = fmaf(b, c, a * s);
+    out[lane + 32 * k] = rotated_a * scale;
+    out[lane + 32 * (k + kPairs)] = rotated_b * scale;
+  }
+  __syncwarp();
+}
+
 // out = RoPE(RMSNorm(in) with norm_weight) · scale, RoPE at `position` with frequencies inv_freq
 // [d/2]: (a, b) = (v_i, v_{i+d/2}) → (a·cos − b·sin, b·cos + a·sin), angle = position · inv_freq_i.
 // No norm when norm_weight is null; no rotation when apply_rope is false. `staged` is d floats of
@@ -63,6 +108,25 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
     out[i + half] = rotated_b * scale;
   }
   __syncwarp();
+}
+
+// norm_rope_head with RoPE (apply_rope) reading `in` from global memory, in one round trip where
+// d allows it (norm_rope_in_lanes: d = 64, 128, 192, 256), the general path otherwise; the same
+// bits either way. For a kernel that waits on these loads (the decode window attention's q phase:
+// +0.7–1.1% a Qwen3-4B / Qwen3.5-like swa decode step, stop 38). Not for a head already in shared
+// memory, whose loads are short: there the registers it holds cost more (Bifocal's mLSTM step,
+// d = 256: −0.9%).
+template <typename T>
+__device__ void norm_rope_head_one_round_trip(const float* in, float* staged, float* out, const T* norm_weight,
+                                              float eps, float position, const float* inv_freq, int d, float scale,
+                                              const float2* rotation = nullptr) {
+  switch (d) {
+    case 64: return norm_rope_in_lanes<T, 2>(in, out, norm_weight, eps, position, inv_freq, scale, rotation);
+    case 128: return norm_rope_in_lanes<T, 4>(in, out, norm_weight, eps, position, inv_freq, scale, rotation);
+    case 192: return norm_rope_in_lanes<T, 6>(in, out, norm_weight, eps, position, inv_freq, scale, rotation);
+    case 256: return norm_rope_in_lanes<T, 8>(in, out, norm_weight, eps, position, inv_freq, scale, rotation);
+    default: return norm_rope_head(in, staged, out, norm_weight, eps, true, position, inv_freq, d, scale, rotation);
+  }
 }
 
 }  // namespace bifocal::cuda::device
