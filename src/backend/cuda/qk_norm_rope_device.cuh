@@ -1,7 +1,9 @@
 // The per-head q/k RMSNorm and RoPE of one head vector by one warp (DESIGN.md: Qwen3's q/k norm,
-// then rotary position embedding), shared by dense_kernels' qk_norm_rope and by the window decode
-// attention that applies it to a raw query and key itself (attention_decode_window.cu), so the two
-// give the same bits. Device code: include from .cu files only.
+// then rotary position embedding), shared by dense_kernels' qk_norm_rope, the mLSTM decode step and
+// the window decode attention that apply it to a raw query and key themselves, so that all give the
+// same bits: norm_rope_head, or norm_rope_in_lanes (the window attention's one-round-trip path),
+// which does the same operations in the same order (tests/cuda/folded_qk_norm_rope_test.cpp checks
+// the folded kernels against qk_norm_rope bit for bit). Device code: include from .cu files only.
 #pragma once
 
 #ifndef __CUDACC__
