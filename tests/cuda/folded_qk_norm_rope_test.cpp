@@ -3,12 +3,13 @@
 // (BifocalDecodeArgs::rope_inv_freq). Given the raw projections, each must give the very bits of
 // the two-launch path — qk_norm_rope (dense_kernels.cuh) in place, then the step on its output —
 // in its output, in what it stores in the cache and (Bifocal) in its mLSTM state, since all run
-// device::norm_rope_head. Fresh random inputs each run; bf16 and fp32 caches; with and without
-// q/k norm (Qwen3 / Llama); head_dim 128 (Qwen3-4B), 256 (Qwen3.5-like), 192, 48 (RoPE pairs across
-// lanes: norm_rope_head's general path, the others its one-round-trip path in the window attention
-// against the general path in qk_norm_rope) and 64; GQA 4:1
-// and 16:1 (two clusters per KV head); rings with sink tokens or a learned sink, and a linear
-// cache. A cache longer than the one-launch path refuses the folded form by name.
+// qk_norm_rope_device.cuh's operations in the same order (the window attention through its
+// one-round-trip path for d = 64, 128, 192, 256; qk_norm_rope and the mLSTM step through the general
+// path). Fresh random inputs each run; bf16 and fp32 caches; with and without q/k norm (Qwen3 /
+// Llama); head_dim 128 (Qwen3-4B), 256 (Qwen3.5-like), 192, 64 and 48 (RoPE pairs across lanes: the
+// general path on both sides); GQA 4:1 and 16:1 (two clusters per KV head); rings with sink tokens
+// or a learned sink, and a linear cache. A cache longer than the one-launch path refuses the folded
+// form by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>

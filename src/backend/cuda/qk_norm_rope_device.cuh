@@ -115,9 +115,9 @@ __device__ void norm_rope_head(const float* in, float* staged, float* out, const
 // norm_rope_head with RoPE (apply_rope) reading `in` from global memory, in one round trip where
 // d allows it (norm_rope_in_lanes: d = 64, 128, 192, 256), the general path otherwise; the same
 // bits either way. For a kernel that waits on these loads (the decode window attention's q phase:
-// +0.7–1.1% a Qwen3-4B / Qwen3.5-like swa decode step, stop 38). Not for a head already in shared
-// memory, whose loads are short: there the registers it holds cost more (Bifocal's mLSTM step,
-// d = 256: −0.9%).
+// +1.0% a Qwen3-4B and +0.5% a Qwen3.5-like swa decode step, stop 38). Not for a head already in
+// shared memory, whose loads are short: there the registers it holds cost more (Bifocal's mLSTM
+// step, d = 256: −0.9%).
 template <typename T>
 __device__ void norm_rope_head_one_round_trip(const float* in, float* staged, float* out, const T* norm_weight,
                                               float eps, float position, const float* inv_freq, int d, float scale,
