@@ -161,10 +161,21 @@ WindowLayout window_layout(std::int64_t slots, int query_heads, int kv_heads, in
 
 // ---- The kernel ----------------------------------------------------------------------------------
 
+// Registers a thread. A group tile of one query head (the Qwen3.5-like shape, paper-fig2) takes 126
+// unbounded, so its two blocks an SM fill the register file. Capped at 104 (no spills with 16-bit
+// caches; fp32, a test path, would spill), stop 39, alternating rounds at 1K on two machines:
+// Qwen3.5-like Bifocal 425.0–425.5 against 422.6–422.8 tok/s and 427.4–427.8 against 424.1–425.2
+// (+0.6–0.8%), its swa ±0; paper-fig2 (fp16) swa 512 +0.5%, swa 64 −0.2%, Bifocal ±0. Qwen3-4B's
+// two heads gained nothing at 104 (swa −0.4%, Bifocal ±0) and keep the compiler's 110 (255: no cap).
+template <typename T, int GROUP>
+constexpr int window_kernel_max_registers() {
+  return GROUP == 1 && sizeof(T) == 2 ? 104 : 255;
+}
+
 // Cluster `unit` = (KV head kv, slice of ≤ 8 of its query heads); block `rank` of it owns the
-// slots [rank·n/R, (rank+1)·n/R). See the cost model above for the steps.
+// slots [rank·n/R, (rank+1)·n/R). See the cost model above for the steps. (kThreads a block.)
 template <typename T, typename OutT, int GROUP>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __maxnreg__((window_kernel_max_registers<T, GROUP>()))
     attention_decode_window_kernel(DecodeAttentionArgs<T> a, WindowLayout layout, OutT* out) {
   extern __shared__ __align__(16) unsigned char shared[];
   __shared__ float running_max[GROUP], running_sum[GROUP], correction[GROUP];
