@@ -6,8 +6,8 @@
 // mix (as stored in T), within the roundings of T: three at most an element, each half a unit of
 // T's last place of |u| + |o·h| (fp32: o's expf and a few more units of 2^-24). Fresh random inputs (the seed is
 // printed with any failure); the gates in the mixer's [input | forget | mix] rows with one more
-// column that would show if read; u written on another stream and handed over by an event, as the
-// mixer does; shapes that run every outputs kernel (bf16 products for d = 64 and d = 256, TF32 and
+// column that would show if read; u written on the call's stream just before it, as the mixer
+// does; shapes that run every outputs kernel (bf16 products for d = 64 and d = 256, TF32 and
 // 3xTF32) and token counts that end inside a chunk.
 #include <gtest/gtest.h>
 
@@ -37,22 +37,6 @@ constexpr cuda::MlstmProducts products_of() {
   else return cuda::MlstmProducts::Tf32;
 }
 
-// An event recorded on a stream of its own: the window branch's stream in the mixer.
-struct WindowStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t done = nullptr;
-  WindowStream() {
-    cuda::check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    cuda::check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-  }
-  ~WindowStream() {
-    cudaEventDestroy(done);
-    cudaStreamDestroy(stream);
-  }
-  WindowStream(const WindowStream&) = delete;
-  WindowStream& operator=(const WindowStream&) = delete;
-};
-
 template <typename T>
 void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, int n, std::mt19937& rng) {
   const testing::MlstmSequence x(shape, n, rng);
@@ -78,16 +62,13 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
                       workspace.data(), nullptr);
   testing::synchronize();
 
-  // u lands in out on its own stream while the mLSTM kernels queue on the default one.
+  // u lands in out on the call's stream, queued just before the mLSTM kernels.
   const std::vector<T> share_stored = testing::to_storage<T>(window_share);
   auto mixed = testing::upload(std::vector<T>(x.q.size()));
-  const WindowStream side;
-  cuda::check(cudaMemcpyAsync(mixed.data(), share_stored.data(), mixed.bytes(), cudaMemcpyHostToDevice, side.stream),
+  cuda::check(cudaMemcpyAsync(mixed.data(), share_stored.data(), mixed.bytes(), cudaMemcpyHostToDevice, nullptr),
               "cudaMemcpyAsync");
-  cuda::check(cudaEventRecord(side.done, side.stream), "cudaEventRecord");
   cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), gates, n, mixed_state.view(), mixed.data(), products,
-                      workspace.data(), nullptr,
-                      {.gate = gate_rows.data() + 2 * S, .gate_stride = stride, .window_done = side.done});
+                      workspace.data(), nullptr, {.gate = gate_rows.data() + 2 * S, .gate_stride = stride});
   testing::synchronize();
 
   const std::vector<float> memory = testing::download_floats(plain), got = testing::download_floats(mixed);

@@ -156,7 +156,6 @@ DeviceMixerScratchSizes DeviceMixer<T>::scratch_sizes(std::int64_t capacity, int
                                       mlstm_products_of<T>()));
   }
   if (spec_.kind == Kind::Linear || spec_.kind == Kind::Lolcats) sizes.branch = n * out_row;
-  sizes.side_stream = spec_.kind == Kind::Bifocal;
   return sizes;
 }
 
@@ -165,7 +164,6 @@ void DeviceMixerScratchSizes::grow_to(const DeviceMixerScratchSizes& other) {
   gathered_positions = std::max(gathered_positions, other.gathered_positions);
   gates = std::max(gates, other.gates);
   branch = std::max(branch, other.branch);
-  side_stream = side_stream || other.side_stream;
   workspace_bytes = std::max(workspace_bytes, other.workspace_bytes);
 }
 
@@ -178,7 +176,6 @@ DeviceMixerScratch<T> DeviceMixerScratchSizes::allocate() const {
   scratch.gates = DeviceBuffer<float>(gates);
   scratch.branch = DeviceBuffer<float>(branch);
   scratch.workspace = DeviceBuffer<std::byte>(workspace_bytes);
-  if (side_stream) scratch.side_stream = SideStream::create();
   return scratch;
 }
 
@@ -279,18 +276,17 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
-      // The gates first: both branches take their share of the mix from them. Then the two
-      // branches at once (SideStream): the window's on the side stream, (1 − o)·SWA straight into
-      // out; the mLSTM's chunkwise kernels on `stream`, whose last one waits for the window and
+      // The gates first: both branches take their share of the mix from them. Then the window
+      // branch, (1 − o)·SWA straight into out, and the mLSTM's chunkwise kernels, whose last one
       // adds o·mLSTM onto it in L2 (MlstmOutputMix): no pass of its own, no mLSTM branch buffer.
+      // One stream: the window branch on a second stream beside the mLSTM kernels gained 0.3–1%
+      // of prefill but left every later decode step of the process ~0.7% slower (stop 40's note).
       gate_products(in, s, &cublas, stream);
       const float* gates = s.shared->gates.data();
       const float* mix_gate = gates + 2 * mlstm.states;
-      window_prefill(in, s, out, s.shared->side_stream.fork(stream), mix_gate);
-      const cudaEvent_t window_done = s.shared->side_stream.record_done();
+      window_prefill(in, s, out, stream, mix_gate);
       mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       out, mlstm_products, scratch_of(s), stream,
-                       {.gate = mix_gate, .gate_stride = gate_count(), .window_done = window_done});
+                       out, mlstm_products, scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gate_count()});
       return;
     }
   }

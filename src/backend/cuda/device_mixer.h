@@ -11,7 +11,6 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/side_stream.h"
 #include "bifocal/budget.h"
 #include "bifocal/mixer_spec.h"
 #include "mixer/mixer_parameters.h"
@@ -53,7 +52,6 @@ struct DeviceMixerScratch {
   DeviceBuffer<float> gates;                       // [chunk, G]: a token's input, forget (and mix) gates
   DeviceBuffer<float> branch;                      // [chunk, Hq, d]: linear's and lolcats's fp32 output
   DeviceBuffer<std::byte> workspace;               // kernel workspaces (attention splits, chunkwise)
-  SideStream side_stream;                          // Bifocal's prefill: its window branch beside the mLSTM's
 
   std::size_t bytes() const {
     return gathered_keys.bytes() + gathered_values.bytes() + gathered_positions.bytes() + gates.bytes() +
@@ -65,7 +63,6 @@ struct DeviceMixerScratch {
 // over its layers.
 struct DeviceMixerScratchSizes {
   std::size_t gathered_elements = 0, gathered_positions = 0, gates = 0, branch = 0, workspace_bytes = 0;
-  bool side_stream = false;  // Bifocal's prefill
   void grow_to(const DeviceMixerScratchSizes& other);
   template <typename T>
   DeviceMixerScratch<T> allocate() const;

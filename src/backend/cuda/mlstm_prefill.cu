@@ -485,7 +485,6 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
-  if (mix.window_done != nullptr) check(cudaStreamWaitEvent(stream, mix.window_done, 0), "mlstm_prefill");
   if (bf16) {
     launch_chunk_outputs_bf16<Out>(args, stream);
     return;

@@ -58,15 +58,12 @@ struct MlstmGateInputs {
 };
 // Bifocal's mix, out = o·h + (1 − o)·window with o = sigmoid(mix gate) (DESIGN.md bifocal), done
 // without a pass of its own: with `gate` set, `out` holds the window branch already scaled,
-// (1 − o)·window in Out (attention_prefill's output_gate), once `window_done` has completed (an
-// event recorded on the stream that computes it, or null when it is ordered before this call on
-// `stream`), and the outputs kernel adds Out(o·h) onto it in L2 (the sum rounded to Out once),
-// o = sigmoid(gate[token·gate_stride + query head]). Only the outputs kernel waits for the
-// window; the three before it run beside it.
+// (1 − o)·window in Out (attention_prefill's output_gate), written before this call on `stream`,
+// and the outputs kernel adds Out(o·h) onto it in L2 (the sum rounded to Out once),
+// o = sigmoid(gate[token·gate_stride + query head]).
 struct MlstmOutputMix {
   const float* gate = nullptr;  // token t's mix gate pre-activations at gate[t·gate_stride … + Hq)
   int gate_stride = 0;          // ≥ Hq
-  cudaEvent_t window_done = nullptr;
 };
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 template <typename Out>
