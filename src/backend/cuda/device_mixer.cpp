@@ -280,7 +280,9 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // branch, (1 − o)·SWA straight into out, and the mLSTM's chunkwise kernels, whose last one
       // adds o·mLSTM onto it in L2 (MlstmOutputMix): no pass of its own, no mLSTM branch buffer.
       // One stream: the window branch on a second stream beside the mLSTM kernels gained 0.3–1%
-      // of prefill but left every later decode step of the process ~0.7% slower (stop 40's note).
+      // of prefill, but a kernel holding most of an SM's shared memory (the prefill attention)
+      // run on another stream leaves every later graph replay of the process ~1% slower
+      // (tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
       gate_products(in, s, &cublas, stream);
       const float* gates = s.shared->gates.data();
       const float* mix_gate = gates + 2 * mlstm.states;
