@@ -49,14 +49,12 @@
 #include <thread>
 #include <vector>
 
+#include "chain_probe_common.cuh"
+
 namespace {
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
+using chain_probe::check;
+using chain_probe::MedianTimer;
 
 // A weight stream as gemv.cu reads it: 16-byte evict-first loads, a sum so nothing is dropped.
 __global__ void stream_read(const uint4* data, std::size_t count, float* sink) {
@@ -105,25 +103,10 @@ Graph capture_decode(cudaStream_t stream, const uint4* weights, float* sink) {
   return g;
 }
 
+// One replay's median µs over 9 (after a warm-up); the same graph before and after the phase.
 double time_graph_us(const Graph& g, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> times;
-  check(cudaGraphLaunch(g.exec, stream), "warm-up");
-  for (int r = 0; r < 9; ++r) {
-    cudaEventRecord(start, stream);
-    check(cudaGraphLaunch(g.exec, stream), "launch");
-    cudaEventRecord(stop, stream);
-    check(cudaEventSynchronize(stop), "sync");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    times.push_back(1000.0 * ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  const MedianTimer timed(stream, 9);
+  return 1000.0 * timed([&] { check(cudaGraphLaunch(g.exec, stream), "launch"); });
 }
 
 }  // namespace
