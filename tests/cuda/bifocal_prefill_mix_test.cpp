@@ -9,16 +9,22 @@
 // column that would show if read; u written on the call's stream just before it, as the mixer
 // does; shapes that run every outputs kernel (bf16 products for d = 64 and d = 256, TF32 and
 // 3xTF32) and token counts that end inside a chunk.
+//
+// The mixer launches the window attention inside the call instead (mlstm_prefill's
+// window_branch, beside the denominators kernel): the second test checks that this gives the
+// same bits as the attention launched before the call, for the tensor-core and SIMT attention.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "cuda/recurrent_test_support.h"
@@ -89,6 +95,45 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
   EXPECT_EQ(mixed_state.stabilizer.download(), plain_state.stabilizer.download());
 }
 
+// out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
+// with the attention launched before the call or as its window_branch.
+template <typename T>
+std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch) {
+  const testing::MlstmSequence x(shape, n, rng);
+  const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
+  std::vector<float> rows(std::size_t(n) * stride);
+  std::normal_distribution<float> mix_gate(0.0f, 3.0f);
+  for (int j = 0; j < n; ++j)
+    for (int column = 0; column < stride; ++column)
+      rows[std::size_t(j) * stride + column] = column < S       ? x.input_gate[x.gate_offset(j) + column]
+                                               : column < 2 * S ? x.forget_gate[x.gate_offset(j) + column - S]
+                                                                : mix_gate(rng);
+  std::vector<std::int64_t> positions(n);
+  for (int j = 0; j < n; ++j) positions[j] = j;
+  const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v), gate_rows = on_device(rows);
+  const auto keys = testing::upload(testing::to_storage<T>(x.k)), values = testing::upload(testing::to_storage<T>(x.v));
+  const auto token_positions = on_device(positions);
+  const auto sinks = on_device(testing::normal_vector(std::size_t(Hq), rng, 0, 1));
+  const auto products = products_of<T>();
+  auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
+  testing::DeviceMlstmState state(testing::HostMlstmState{shape});
+  auto out = poisoned<T>(x.q.size());
+  const cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
+                                             .keys = keys.data(), .values = values.data(), .key_positions = nullptr,
+                                             .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
+                                             .head_dim = shape.head_dim, .window = 16, .sink_tokens = 0,
+                                             .learned_sinks = sinks.data(), .output_gate = gate_rows.data() + 2 * S,
+                                             .output_gate_stride = stride, .beside_previous_kernel = as_branch};
+  const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
+  if (!as_branch) attend();
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {gate_rows.data(), gate_rows.data() + S, stride}, n,
+                      state.view(), out.data(), products, workspace.data(), nullptr,
+                      {.gate = gate_rows.data() + 2 * S, .gate_stride = stride},
+                      as_branch ? std::function<void()>(attend) : std::function<void()>());
+  testing::synchronize();
+  return testing::download_floats(out);
+}
+
 template <typename T>
 class BifocalPrefillMix : public testing::CudaTest {};
 TYPED_TEST_SUITE(BifocalPrefillMix, testing::StorageTypes, testing::StorageTypeNames);
@@ -103,6 +148,26 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
     for (const int n : {7, 150}) {
       SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
       expect_mixed_outputs_follow_the_gate_formula<TypeParam>(shape, n, rng);
+    }
+  }
+}
+
+TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits) {
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // d = 64 and 256: the tensor-core attention for 16-bit T; d = 32 and fp32: the SIMT kernel.
+  for (const cpu::MlstmShape shape :
+       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
+    for (const int n : {7, 150}) {
+      SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
+      std::mt19937 before(seed), beside(seed);  // the same inputs for both orders
+      const std::vector<float> want = window_then_mlstm<TypeParam>(shape, n, before, false);
+      const std::vector<float> got = window_then_mlstm<TypeParam>(shape, n, beside, true);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_FALSE(std::isnan(want[i])) << "element " << i << ": the window branch wrote no output there";
+        ASSERT_EQ(got[i], want[i]) << "element " << i;
+      }
     }
   }
 }

@@ -47,7 +47,9 @@ __device__ __forceinline__ float dot4(float4 a, float4 b) { return a.x * b.x + a
 template <typename T, typename OutT, int MAX_D>
 __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(PrefillAttentionArgs<T> a, OutT* out) {
   device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
+  // Every input (q, k, v, positions) is an earlier kernel's output; beside_previous_kernel: they
+  // were complete before this kernel launched, and it waits at its end instead.
+  if (!a.beside_previous_kernel) device::wait_for_previous_kernel();
   constexpr int BK = kTileFloats / MAX_D;  // keys per tile: 64, 32 or 16
   constexpr int CHUNKS = MAX_D / 16;       // float4 columns per thread
   constexpr int VEC = 16 / sizeof(T);      // elements of T in one 16-byte load
@@ -152,15 +154,17 @@ __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(Pref
     m = new_max;
   }
 
-  if (i >= a.n) return;
-  OutT* out_row = out + (std::size_t(i) * a.query_heads + h) * d;
+  if (i < a.n) {
+    OutT* out_row = out + (std::size_t(i) * a.query_heads + h) * d;
 #pragma unroll
-  for (int c = 0; c < CHUNKS; ++c) {
-    const int col = 16 * c + 4 * quarter;
-    if (col < d)
-      store4(out_row + col, make_float4(out_scale * (acc[c].x / l), out_scale * (acc[c].y / l),
-                                        out_scale * (acc[c].z / l), out_scale * (acc[c].w / l)));
+    for (int c = 0; c < CHUNKS; ++c) {
+      const int col = 16 * c + 4 * quarter;
+      if (col < d)
+        store4(out_row + col, make_float4(out_scale * (acc[c].x / l), out_scale * (acc[c].y / l),
+                                          out_scale * (acc[c].z / l), out_scale * (acc[c].w / l)));
+    }
   }
+  if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete
 }
 
 template <typename T, typename OutT, int MAX_D>

@@ -37,6 +37,11 @@ struct PrefillAttentionArgs {
   // which the mLSTM prefill adds o·h (recurrent_chunkwise.cuh's MlstmOutputMix). nullptr: none.
   const float* output_gate = nullptr;
   int output_gate_stride = 0;  // ≥ query_heads
+  // Bifocal's window branch launched right after the mLSTM's denominators kernel, which lets it
+  // launch only once every kernel before that one has completed (dependent_launch.h): all of the
+  // attention's inputs are then there, so it starts at once and runs beside that kernel, and waits
+  // for it only at its end, so that its completion still implies the previous kernel's.
+  bool beside_previous_kernel = false;
 };
 
 

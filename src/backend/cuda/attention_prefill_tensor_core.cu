@@ -389,7 +389,9 @@ template <typename T, typename OutT, int D, int DV>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out) {
   device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();  // every input (q, k, v, positions) is an earlier kernel's output
+  // Every input (q, k, v, positions) is an earlier kernel's output; beside_previous_kernel: they
+  // were complete before this kernel launched, and it waits at its end instead.
+  if (!a.beside_previous_kernel) device::wait_for_previous_kernel();
   extern __shared__ __align__(128) unsigned char shared_bytes[];
   auto& shared = *reinterpret_cast<SharedStorage<T, D, DV>*>(shared_bytes);
 
@@ -506,6 +508,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     for (int nt = 0; nt < DV / 8; ++nt)
       store_pair(out_row + 8 * nt, rows.o[nt][2 * r] * inverse, rows.o[nt][2 * r + 1] * inverse);
   }
+  if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete
 }
 
 // The largest power of two ≤ kMaxHeadsPerBlock that divides the GQA group.

@@ -209,8 +209,7 @@ void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerSta
 // first keeps it exact when new tokens evict old ones that earlier queries of the chunk still see
 // (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
 template <typename T>
-void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out,
-                                    cudaStream_t stream, const float* mix_gate) const {
+void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, cudaStream_t stream) const {
   const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
   check(cudaMemcpyAsync(s.shared->gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
   check(cudaMemcpyAsync(s.shared->gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
@@ -223,13 +222,19 @@ void DeviceMixer<T>::window_prefill(const DeviceMixerInput<T>& in, DeviceMixerSt
   check(cudaMemcpyAsync(s.shared->gathered_positions.data() + w, in.positions, in.n * sizeof(std::int64_t),
                         cudaMemcpyDeviceToDevice, stream),
         "gather");
+}
+
+template <typename T>
+void DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream,
+                                   const float* mix_gate, bool beside_previous_kernel) const {
   const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
                                      .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
-                                     .key_positions = s.shared->gathered_positions.data(), .num_keys = w + in.n,
+                                     .key_positions = s.shared->gathered_positions.data(), .num_keys = s.slots + in.n,
                                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
-                                     .output_gate = mix_gate, .output_gate_stride = gate_count()};
+                                     .output_gate = mix_gate, .output_gate_stride = gate_count(),
+                                     .beside_previous_kernel = beside_previous_kernel};
   attention_prefill<T, T>(args, out, stream);
   store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
                     shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
@@ -257,7 +262,8 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::SlidingWindow:
-      window_prefill(in, s, out, stream);
+      gather_window(in, s, stream);
+      attend_window(in, s, out, stream);
       return;
     case Kind::Linear:
       linear_prefill(linear, hedgehog, in.queries, in.keys, in.values, in.n, {s.matrix.data(), s.normalizer.data()},
@@ -276,19 +282,22 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       return;
     }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
-      // The gates first: both branches take their share of the mix from them. Then the window
-      // branch, (1 − o)·SWA straight into out, and the mLSTM's chunkwise kernels, whose last one
-      // adds o·mLSTM onto it in L2 (MlstmOutputMix): no pass of its own, no mLSTM branch buffer.
-      // One stream: the window branch on a second stream beside the mLSTM kernels gained 0.3–1%
-      // of prefill, but a kernel holding most of an SM's shared memory (the prefill attention)
-      // run on another stream leaves every later graph replay of the process ~1% slower
-      // (tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
+      // The gates first: both branches take their share of the mix from them. The window branch
+      // writes (1 − o)·SWA straight into out, and the mLSTM's outputs kernel adds o·mLSTM onto it
+      // in L2 (MlstmOutputMix): no pass of its own, no mLSTM branch buffer. The window's attention
+      // is launched between the mLSTM's denominators and outputs kernels and runs beside the
+      // denominators (mlstm_prefill's window_branch): Qwen3-4B's 1K-token prefill is ~4% faster
+      // than with the attention first (docs/notes/cuda-stop41-2026-12-04.md). One stream: the
+      // window branch on a second stream beside the mLSTM kernels left every later graph replay of
+      // the process ~1% slower (a kernel holding most of an SM's shared memory run on another
+      // stream: tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
       gate_products(in, s, &cublas, stream);
       const float* gates = s.shared->gates.data();
       const float* mix_gate = gates + 2 * mlstm.states;
-      window_prefill(in, s, out, stream, mix_gate);
+      gather_window(in, s, stream);
       mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       out, mlstm_products, scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gate_count()});
+                       out, mlstm_products, scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gate_count()},
+                       [&] { attend_window(in, s, out, stream, mix_gate, /*beside_previous_kernel=*/true); });
       return;
     }
   }

@@ -114,9 +114,13 @@ class DeviceMixer {
 
  private:
   int state_heads() const;
-  // mix_gate: Bifocal's window branch, its output rows scaled by 1 − sigmoid(mix gate).
-  void window_prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
-                      const float* mix_gate = nullptr) const;
+  // A window's prefill in two steps: the cached window and the new tokens gathered side by side,
+  // then attention over them and the new tokens into the ring. mix_gate: Bifocal's window branch,
+  // its output rows scaled by 1 − sigmoid(mix gate); beside_previous_kernel: the attention runs
+  // beside the kernel launched before it (PrefillAttentionArgs::beside_previous_kernel).
+  void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream) const;
+  void attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
+                     const float* mix_gate = nullptr, bool beside_previous_kernel = false) const;
   void gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, const CublasHandle* cublas,
                      cudaStream_t stream) const;
 

@@ -456,7 +456,7 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix) {
+                   cudaStream_t stream, MlstmOutputMix mix, const std::function<void()>& window_branch) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
@@ -464,6 +464,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   if (gates.stride < shape.states)
     fail("mlstm_prefill", "gate stride " + std::to_string(gates.stride) + " is less than the " +
                               std::to_string(shape.states) + " state heads");
+  if (window_branch && mix.gate == nullptr) fail("mlstm_prefill", "a window branch without a mix gate");
   if (mix.gate != nullptr && mix.gate_stride < shape.query_heads)
     fail("mlstm_prefill", "mix gate stride " + std::to_string(mix.gate_stride) + " is less than the " +
                               std::to_string(shape.query_heads) + " query heads");
@@ -478,6 +479,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   args.out = out;
   args.mix = mix;
   args.products = products;
+  args.denominators_launch_next_after_wait = bool(window_branch);
   const bool bf16 = bf16_outputs(shape, args.chunk, products);
   args.work = carve_workspace(shape, n, args.chunk, bf16, workspace, nullptr);
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
@@ -485,6 +487,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
+  if (window_branch) window_branch();
   if (bf16) {
     launch_chunk_outputs_bf16<Out>(args, stream);
     return;
@@ -505,12 +508,13 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 }
 
 template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
-                                   int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix);
+                                   int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix,
+                                   const std::function<void()>&);
 template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
                                            MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
-                                           void*, cudaStream_t, MlstmOutputMix);
+                                           void*, cudaStream_t, MlstmOutputMix, const std::function<void()>&);
 template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                     int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t,
-                                    MlstmOutputMix);
+                                    MlstmOutputMix, const std::function<void()>&);
 
 }  // namespace bifocal::cuda

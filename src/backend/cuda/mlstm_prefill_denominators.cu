@@ -31,8 +31,9 @@ constexpr int kPreloadedHeads = 2;
 
 // Block (s, c): the chunk c of state head s.
 __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
-  device::allow_next_kernel_launch();
+  if (!a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
+  if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;

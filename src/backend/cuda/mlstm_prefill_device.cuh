@@ -77,6 +77,9 @@ struct PrefillArgs {
   MlstmOutputMix mix;      // Bifocal: o·h added onto the window branch's (1 − o)·window in `out`
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
+  // Kernel 3 lets the next kernel launch only after its wait: mlstm_prefill's window_branch comes
+  // next and reads its inputs without waiting.
+  bool denominators_launch_next_after_wait = false;
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "backend/cpu/mlstm.h"
 
@@ -58,18 +59,24 @@ struct MlstmGateInputs {
 };
 // Bifocal's mix, out = o·h + (1 − o)·window with o = sigmoid(mix gate) (DESIGN.md bifocal), done
 // without a pass of its own: with `gate` set, `out` holds the window branch already scaled,
-// (1 − o)·window in Out (attention_prefill's output_gate), written before this call on `stream`,
-// and the outputs kernel adds Out(o·h) onto it in L2 (the sum rounded to Out once),
-// o = sigmoid(gate[token·gate_stride + query head]).
+// (1 − o)·window in Out (attention_prefill's output_gate), written on `stream` before the outputs
+// kernel (before this call, or by mlstm_prefill's window_branch), and the outputs kernel adds
+// Out(o·h) onto it in L2 (the sum rounded to Out once), o = sigmoid(gate[token·gate_stride + query head]).
 struct MlstmOutputMix {
   const float* gate = nullptr;  // token t's mix gate pre-activations at gate[t·gate_stride … + Hq)
   int gate_stride = 0;          // ≥ Hq
 };
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
+// window_branch (Bifocal, optional): launches the window branch on `stream` between the
+// denominators kernel and the outputs kernel. The denominators kernel then lets the next kernel
+// launch only once every kernel before it has completed (dependent_launch.h), so the branch's
+// first kernel has its inputs at once, runs beside the denominators, and must wait for them at
+// its end (PrefillAttentionArgs::beside_previous_kernel); at 1K tokens this hides most of the
+// window attention behind the mLSTM chain without a second stream.
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix = {});
+                   cudaStream_t stream, MlstmOutputMix mix = {}, const std::function<void()>& window_branch = {});
 
 enum class ChunkwiseNormalisation {
   Linear,        // h / (φ(q)ᵀz + ε)
