@@ -15,8 +15,11 @@
 // 256 (C_c's rows streamed with q's columns, two stages of 32, for each head). Others keep the
 // TF32 kernel (chunk_outputs_bf16_fits).
 //
-// Block (slice, s, c), 12 warps: the outputs' value columns [128·slice, 128·slice + V) of state
-// head s's G query heads for chunk c, V = min(d, 128). At d = 256 two blocks share a chunk, each
+// Block (slice · parts + part, s, c), 12 warps: the outputs' value columns [128·slice, 128·slice + V)
+// of state head s's G query heads for chunk c, V = min(d, 128) — or of its part-th share of them
+// when a call has too few chunks to fill the GPU (PrefillArgs::output_head_parts: 1K tokens of
+// Qwen3-4B are 128 blocks of 4 heads in turn, one an SM; in 256 blocks of 2 the second block of
+// each SM hides the first's barriers). At d = 256 two blocks share a chunk, each
 // with its half of v and of C_c's columns and all of k (both compute S' = q̂Kᵀ: the products are
 // not what bounds this kernel, the shared memory is: ~107 KiB with C_c streamed, two blocks an
 // SM; resident, its half alone would take 68 KiB).
@@ -27,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
@@ -96,8 +100,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
   // The chunks last to first: kernel 3, just before, read q and k first to last (80 MiB at
   // Qwen3-4B, more than the 50 MB L2), so the last chunks' lines are the ones still in L2.
-  const int slice = blockIdx.x, s = blockIdx.y, c = a.chunks - 1 - int(blockIdx.z), d = a.head_dim, L = kChunk;
-  const int group = a.group();
+  const int parts = a.output_head_parts, slice = blockIdx.x / parts, s = blockIdx.y;
+  const int c = a.chunks - 1 - int(blockIdx.z), d = a.head_dim, L = kChunk;
+  const int group = a.group(), first_local_head = int(blockIdx.x) % parts * (group / parts);
+  const int end_local_head = first_local_head + group / parts;
   const int count = a.count(c), width = value_columns(d), first_column = slice * width;  // of v, C_c, h
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
@@ -160,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
   copy_state_rows_async(0, kStreamedStates ? kStageColumns : d, 0);
   commit_async_copies();
-  fetch_stage(0, 0);
+  fetch_stage(first_local_head, 0);
   {
     // Items: k's quads (L rows of d), then v's (L rows of V columns).
     const int key_quads = L * d / 4, slice_quads = width / 4, value_quads = L * slice_quads;
@@ -215,18 +221,18 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   const int trans_row = lane % 8 + 8 * (lane / 8 % 2), trans_column = 8 * (lane / 16);
   const int plain_row = lane % 8 + 8 * (lane / 16), plain_column = 8 * (lane / 8 % 2);
   int stage_counter = 0;
-  for (int head = 0; head < group; ++head) {
+  for (int head = first_local_head; head < end_local_head; ++head) {
     float acc[2][2 * kPairsPerWarp][4] = {};
     for (int stage = 0; stage < stages; ++stage, ++stage_counter) {
       const int buffer = stage_counter % 2;
       store_stage(buffer);  // its buffer was last read two stages ago, before the barrier below
       if (stage + 1 < stages) fetch_stage(head, stage + 1);
-      else if (head + 1 < group) fetch_stage(head + 1, 0);
+      else if (head + 1 < end_local_head) fetch_stage(head + 1, 0);
       if constexpr (kStreamedStates) wait_async_copies<0>();  // this stage's C_c rows, copied a stage ago
       __syncthreads();
       if constexpr (kStreamedStates) {  // the next stage's, into the buffer the previous stage read
         const int next_stage = stage + 1 < stages ? stage + 1 : 0;
-        if (stage + 1 < stages || head + 1 < group)
+        if (stage + 1 < stages || head + 1 < end_local_head)
           copy_state_rows_async(next_stage * kStageColumns, kStageColumns, (1 - buffer) * kStageColumns);
         commit_async_copies();
       }
@@ -355,8 +361,13 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   // more L1 and run one.
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "chunk_outputs_bf16_kernel");
-  launch_dependent(kernel, dim3(d / value_columns(d), args.states, args.chunks), dim3(kThreads), bytes, stream,
-                   "chunk_outputs_bf16_kernel", args);
+  // Split each state's heads over blocks while the grid stays within one wave of two blocks an SM.
+  PrefillArgs split = args;
+  const int blocks = d / value_columns(d) * args.states * args.chunks, resident = 2 * multiprocessor_count();
+  while (group % (2 * split.output_head_parts) == 0 && blocks * 2 * split.output_head_parts <= resident)
+    split.output_head_parts *= 2;
+  launch_dependent(kernel, dim3(d / value_columns(d) * split.output_head_parts, args.states, args.chunks),
+                   dim3(kThreads), bytes, stream, "chunk_outputs_bf16_kernel", split);
 }
 
 template void mlstm_prefill_detail::launch_chunk_outputs_bf16<float>(const PrefillArgs&, cudaStream_t);

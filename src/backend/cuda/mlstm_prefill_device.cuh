@@ -80,6 +80,8 @@ struct PrefillArgs {
   // Kernel 3 lets the next kernel launch only after its wait: mlstm_prefill's window_branch comes
   // next and reads its inputs without waiting.
   bool denominators_launch_next_after_wait = false;
+  // The bf16 outputs kernel's blocks a state head's G query heads are shared among (1, 2, … | G).
+  int output_head_parts = 1;
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }
