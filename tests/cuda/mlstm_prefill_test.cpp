@@ -410,7 +410,7 @@ TEST_P(MlstmKernels, StridedGatesAndNarrowOutputsRoundTheFloatCallsOutputs) {
 
 // The gate rows: the input and forget gates' shorter than the state heads, Bifocal's mix gates'
 // (MlstmOutputMix) shorter than the query heads.
-TEST(MlstmPrefillArguments, AGateStrideShorterThanItsHeadsIsRefusedByName) {
+TEST(MlstmPrefillArguments, BadGateStridesAndABranchWithoutAMixAreRefusedByName) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const cpu::MlstmShape shape{8, 2, 2, 16};
   const int n = 4;
@@ -431,6 +431,16 @@ TEST(MlstmPrefillArguments, AGateStrideShorterThanItsHeadsIsRefusedByName) {
                             {.gate = buffer.data(), .gate_stride = 7});
       },
       {"mlstm_prefill", "mix gate stride 7", "8 query heads"});
+  // A window branch adds its share of a mix, so it needs the mix's gate.
+  bool launched = false;
+  testing::expect_error(
+      [&] {
+        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
+                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr, {},
+                            [&] { launched = true; });
+      },
+      {"mlstm_prefill", "window branch without a mix gate"});
+  EXPECT_FALSE(launched);
 }
 
 }  // namespace
