@@ -22,6 +22,12 @@
 // mLSTM step (mlstm_decode.cu) runs beside the window attention that way, and waits only to mix in
 // the window's output. Such early reads go through L2 (ld.global.cg, cp.async.cg), never L1, whose
 // lines are not kept coherent with other multiprocessors' writes.
+//
+// Waiting at the end. Bifocal's prefill turns that round: the mLSTM's denominators kernel triggers
+// after its wait, and the window attention launched next (PrefillAttentionArgs::
+// beside_previous_kernel) needs nothing from it, so it reads its inputs at once — all written
+// before the denominators' wait returned, by kernels that had completed before the attention
+// launched — and waits only at its end, so that its completion still implies the denominators'.
 #pragma once
 
 #include <cuda_runtime.h>
