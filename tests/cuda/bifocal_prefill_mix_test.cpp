@@ -43,18 +43,28 @@ constexpr cuda::MlstmProducts products_of() {
   else return cuda::MlstmProducts::Tf32;
 }
 
-template <typename T>
-void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, int n, std::mt19937& rng) {
-  const testing::MlstmSequence x(shape, n, rng);
-  const int S = shape.states, Hq = shape.query_heads, d = shape.head_dim, stride = 2 * S + Hq + 1;
+// The mixer's gate rows for x's tokens: [input | forget | mix | `unread` more columns], the mix
+// pre-activations and the columns no kernel may read drawn at random.
+std::vector<float> mixer_gate_rows(const testing::MlstmSequence& x, const cpu::MlstmShape& shape, int n, int unread,
+                                   std::mt19937& rng) {
+  const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq + unread;
   std::vector<float> rows(std::size_t(n) * stride);
-  std::normal_distribution<float> mix_gate(0.0f, 3.0f), unread(0.0f, 50.0f);
+  std::normal_distribution<float> mix_gate(0.0f, 3.0f), unread_value(0.0f, 50.0f);
   for (int j = 0; j < n; ++j)
     for (int column = 0; column < stride; ++column)
       rows[std::size_t(j) * stride + column] = column < S            ? x.input_gate[x.gate_offset(j) + column]
                                                : column < 2 * S      ? x.forget_gate[x.gate_offset(j) + column - S]
                                                : column < 2 * S + Hq ? mix_gate(rng)
-                                                                     : unread(rng);
+                                                                     : unread_value(rng);
+  return rows;
+}
+
+template <typename T>
+void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, int n, std::mt19937& rng) {
+  const testing::MlstmSequence x(shape, n, rng);
+  const int S = shape.states, Hq = shape.query_heads, d = shape.head_dim, stride = 2 * S + Hq + 1;
+  const std::vector<float> rows = mixer_gate_rows(x, shape, n, 1, rng);
+  std::normal_distribution<float> unread(0.0f, 50.0f);
   const std::vector<float> window_share = testing::as_stored<T>(testing::normal_vector(x.q.size(), rng, 0, 1));
   testing::HostMlstmState start(shape);
   for (float& value : start.matrix) value = unread(rng) / 500;
@@ -101,13 +111,7 @@ template <typename T>
 std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch) {
   const testing::MlstmSequence x(shape, n, rng);
   const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
-  std::vector<float> rows(std::size_t(n) * stride);
-  std::normal_distribution<float> mix_gate(0.0f, 3.0f);
-  for (int j = 0; j < n; ++j)
-    for (int column = 0; column < stride; ++column)
-      rows[std::size_t(j) * stride + column] = column < S       ? x.input_gate[x.gate_offset(j) + column]
-                                               : column < 2 * S ? x.forget_gate[x.gate_offset(j) + column - S]
-                                                                : mix_gate(rng);
+  const std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
   std::vector<std::int64_t> positions(n);
   for (int j = 0; j < n; ++j) positions[j] = j;
   const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v), gate_rows = on_device(rows);
