@@ -431,7 +431,7 @@ TEST(MlstmPrefillArguments, BadGateStridesAndABranchWithoutAMixAreRefusedByName)
                             {.gate = buffer.data(), .gate_stride = 7});
       },
       {"mlstm_prefill", "mix gate stride 7", "8 query heads"});
-  // A window branch adds its share of a mix, so it needs the mix's gate.
+  // A window branch writes the window's share of a mix, (1 − o)·window, so it needs the mix's gate.
   bool launched = false;
   testing::expect_error(
       [&] {

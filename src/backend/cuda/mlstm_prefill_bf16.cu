@@ -362,12 +362,12 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "chunk_outputs_bf16_kernel");
   // Split each state's heads over blocks while the grid stays within one wave of two blocks an SM.
-  PrefillArgs split = args;
+  PrefillArgs parted = args;
   const int blocks = d / value_columns(d) * args.states * args.chunks, resident = 2 * multiprocessor_count();
-  while (group % (2 * split.output_head_parts) == 0 && blocks * 2 * split.output_head_parts <= resident)
-    split.output_head_parts *= 2;
-  launch_dependent(kernel, dim3(d / value_columns(d) * split.output_head_parts, args.states, args.chunks),
-                   dim3(kThreads), bytes, stream, "chunk_outputs_bf16_kernel", split);
+  while (group % (2 * parted.output_head_parts) == 0 && blocks * 2 * parted.output_head_parts <= resident)
+    parted.output_head_parts *= 2;
+  launch_dependent(kernel, dim3(d / value_columns(d) * parted.output_head_parts, args.states, args.chunks),
+                   dim3(kThreads), bytes, stream, "chunk_outputs_bf16_kernel", parted);
 }
 
 template void mlstm_prefill_detail::launch_chunk_outputs_bf16<float>(const PrefillArgs&, cudaStream_t);
