@@ -15,6 +15,7 @@
 #include "backend/cuda/bifocal_decode.cuh"
 #include "backend/cuda/dense_kernels.cuh"
 #include "backend/cuda/device_weights.h"
+#include "backend/cuda/gather_window.cuh"
 #include "backend/cuda/gemv.cuh"
 #include "backend/cuda/recurrent_decode.cuh"
 #include "backend/cuda/recurrent_prefill.cuh"
@@ -210,18 +211,13 @@ void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerSta
 // (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
 template <typename T>
 void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, cudaStream_t stream) const {
-  const std::int64_t row = std::int64_t(shape_.kv_heads) * shape_.head_dim, w = s.slots;
-  check(cudaMemcpyAsync(s.shared->gathered_keys.data(), s.keys.data(), s.keys.bytes(), cudaMemcpyDeviceToDevice, stream), "gather");
-  check(cudaMemcpyAsync(s.shared->gathered_values.data(), s.values.data(), s.values.bytes(), cudaMemcpyDeviceToDevice, stream),
-        "gather");
-  check(cudaMemcpyAsync(s.shared->gathered_positions.data(), s.slot_positions.data(), s.slot_positions.bytes(),
-                        cudaMemcpyDeviceToDevice, stream),
-        "gather");
-  convert(in.keys, s.shared->gathered_keys.data() + w * row, in.n * row, stream);
-  convert(in.values, s.shared->gathered_values.data() + w * row, in.n * row, stream);
-  check(cudaMemcpyAsync(s.shared->gathered_positions.data() + w, in.positions, in.n * sizeof(std::int64_t),
-                        cudaMemcpyDeviceToDevice, stream),
-        "gather");
+  cuda::gather_window<T>({.ring_keys = s.keys.data(), .ring_values = s.values.data(),
+                          .ring_positions = s.slot_positions.data(), .slots = s.slots, .new_keys = in.keys,
+                          .new_values = in.values, .new_positions = in.positions, .n = in.n,
+                          .row = std::int64_t(shape_.kv_heads) * shape_.head_dim,
+                          .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
+                          .positions = s.shared->gathered_positions.data()},
+                         stream);
 }
 
 template <typename T>

@@ -1,0 +1,79 @@
+// The window prefill's gather in one kernel (gather_window.cuh). Memory-bound and tiny: each
+// thread moves 4 elements of a row at a time, over one flat index of the four row arrays.
+#include "backend/cuda/gather_window.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace bifocal::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// 4 elements of T as raw bits (8 bytes of bf16 or fp16, 16 of fp32).
+template <typename T>
+using Four = std::conditional_t<std::is_same_v<T, float>, uint4, uint2>;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArgs<T> a) {
+  device::allow_next_kernel_launch();
+  device::wait_for_previous_kernel();  // the new keys, values and positions are earlier kernels'
+  // Every element is read once: through L2 only (__ldcg).
+  const std::int64_t quads = a.row / 4, ring = a.slots * quads, fresh = a.n * quads;
+  const std::int64_t total = 2 * ring + 2 * fresh + a.slots + a.n;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    if (i < 2 * ring) {  // the cached window, bit for bit
+      const bool value = i >= ring;
+      const std::int64_t q = value ? i - ring : i;
+      const T* from = (value ? a.ring_values : a.ring_keys) + 4 * q;
+      T* to = (value ? a.values : a.keys) + 4 * q;
+      *reinterpret_cast<Four<T>*>(to) = __ldcg(reinterpret_cast<const Four<T>*>(from));
+    } else if (i < 2 * ring + 2 * fresh) {  // the new tokens, after the window, rounded to T
+      const std::int64_t j = i - 2 * ring;
+      const bool value = j >= fresh;
+      const std::int64_t q = value ? j - fresh : j;
+      const float4 x = __ldcg(reinterpret_cast<const float4*>((value ? a.new_values : a.new_keys) + 4 * q));
+      device::store4((value ? a.values : a.keys) + 4 * ring + 4 * q, x);
+    } else {  // positions: the window's, then the new tokens'
+      const std::int64_t j = i - 2 * ring - 2 * fresh;
+      a.positions[j] = j < a.slots ? __ldcg(a.ring_positions + j) : __ldcg(a.new_positions + (j - a.slots));
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void gather_window(const GatherWindowArgs<T>& args, cudaStream_t stream) {
+  if (args.row <= 0 || args.row % 4 != 0)
+    fail("gather_window", "row of " + std::to_string(args.row) + " elements is not a positive multiple of 4");
+  if (args.slots < 0 || args.n < 0) fail("gather_window", "negative slot or token count");
+  const bool ring_missing =
+      args.slots > 0 && (args.ring_keys == nullptr || args.ring_values == nullptr || args.ring_positions == nullptr);
+  const bool new_missing =
+      args.n > 0 && (args.new_keys == nullptr || args.new_values == nullptr || args.new_positions == nullptr);
+  if (args.keys == nullptr || args.values == nullptr || args.positions == nullptr || ring_missing || new_missing)
+    fail("gather_window", "missing input or output");
+  const std::int64_t total = 2 * (args.slots + args.n) * (args.row / 4) + args.slots + args.n;
+  if (total == 0) return;
+  // A grid-stride loop over at most 8 blocks an SM: enough to keep the copies in flight.
+  const std::int64_t blocks =
+      std::min<std::int64_t>((total + kThreads - 1) / kThreads, 8 * std::int64_t(multiprocessor_count()));
+  launch_dependent(gather_window_kernel<T>, dim3(unsigned(blocks)), dim3(kThreads), 0, stream, "gather_window_kernel",
+                   args);
+}
+
+template void gather_window(const GatherWindowArgs<float>&, cudaStream_t);
+template void gather_window(const GatherWindowArgs<__nv_bfloat16>&, cudaStream_t);
+template void gather_window(const GatherWindowArgs<__half>&, cudaStream_t);
+
+}  // namespace bifocal::cuda
