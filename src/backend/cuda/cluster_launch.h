@@ -25,17 +25,6 @@ namespace bifocal::cuda {
 // The portable cluster size limit.
 inline constexpr int kMaxClusterRanks = 8;
 
-// Multiprocessors of the current device (read once; H200: 132).
-inline int multiprocessor_count() {
-  static const int count = [] {
-    int device = 0, value = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-    return value;
-  }();
-  return count;
-}
-
 // Blocks per cluster for `heads` independent heads of dimension d whose d columns are split in
 // slices of a multiple of 4 (float4): the largest r ≤ 8 dividing d/4, and no more than needed to
 // give every multiprocessor one block (more blocks would only repeat the per-block fixed work).

@@ -36,6 +36,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_properties.h"  // spread_shared_bytes for the launches
 
 namespace bifocal::cuda {
 

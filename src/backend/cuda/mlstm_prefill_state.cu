@@ -398,13 +398,16 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
   const auto kernel = args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
                       : bf16_values                        ? chunk_contributions_kernel<MlstmProducts::Bf16>
                                                            : chunk_contributions_kernel<MlstmProducts::Tf32>;
+  const std::size_t needed = ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes();
+  // At most one block an SM (1K tokens of Qwen3-4B: 128 blocks): spread over the SMs, not piled
+  // onto the few the previous kernel frees first (spread_shared_bytes).
+  const std::size_t shared_bytes = spread_shared_bytes(needed, std::int64_t(args.states) * args.chunks);
   // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
   // may keep more L1 and run fewer.
   if (bf16_values)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
           "chunk_contributions_kernel");
-  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads),
-                   ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes(), stream,
+  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads), shared_bytes, stream,
                    "chunk_contributions_kernel", args);
 }
 
