@@ -61,9 +61,9 @@ Gathered gather_on_device(std::int64_t slots, std::int64_t n, std::int64_t row, 
   const auto d_new_keys = upload(new_keys), d_new_values = upload(new_values);
   DeviceBuffer<T> keys((slots + n) * row), values((slots + n) * row);
   DeviceBuffer<std::int64_t> positions(slots + n);
-  keys.fill_bytes(0xFF);  // NaN keys and values, position −1: whatever the kernel misses shows
-  values.fill_bytes(0xFF);
-  positions.fill_bytes(0xFF);
+  keys.fill_bytes(0xFF);  // NaN keys and values, and positions no ring or token holds (0x7F…7F, not
+  values.fill_bytes(0xFF);  // the −1 of an empty slot): whatever the kernel misses shows
+  positions.fill_bytes(0x7F);
   cuda::gather_window<T>({.ring_keys = d_ring_keys.data(), .ring_values = d_ring_values.data(),
                           .ring_positions = d_ring_positions.data(), .slots = slots, .new_keys = d_new_keys.data(),
                           .new_values = d_new_values.data(), .new_positions = d_new_positions.data(), .n = n,

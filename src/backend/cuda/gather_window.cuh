@@ -2,8 +2,7 @@
 // the chunk's new keys (fp32 from the products, converted to T), each with its position
 // (DeviceMixer::gather_window; the attention only needs positions, not order, DESIGN.md "swa").
 // One kernel does the six copies (three copies and two conversions and the positions were six
-// launches, ~14 µs of a 1K-token Qwen3-4B window layer; the kernel ~8).
-
+// launches, ~14 µs of a 1K-token Qwen3-4B window layer; the kernel ~7).
 #pragma once
 
 #include <cuda_runtime.h>
