@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_properties.h"
 #include "bifocal/error.h"
 #include "core/kernel_name.h"
 
@@ -64,9 +65,7 @@ int resident_blocks(const void* function, int threads, std::size_t shared_bytes)
 // Lets every stand-in take up to the device's dynamic shared memory (the original's may exceed the
 // default 48 KiB), before their blocks an SM are asked for or they are launched.
 void allow_stand_ins_shared_memory() {
-  int device = 0, shared_limit = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "shared memory limit");
+  const int shared_limit = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   for (auto* stand_in : kStandIns)
     check(cudaFuncSetAttribute(stand_in, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit), "emptied_kernel");
 }

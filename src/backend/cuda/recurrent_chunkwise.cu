@@ -17,6 +17,7 @@
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/device_properties.h"
 #include "backend/cuda/recurrent_device.cuh"
 #include "bifocal/error.h"
 
@@ -245,9 +246,7 @@ __global__ void __launch_bounds__(kRecurrentThreads) chunkwise_kernel(ChunkwiseA
 
 // The largest chunk (64 or 32 tokens) whose tiles fit in a block's shared memory.
 int chunk_length(int f, int columns) {
-  int device = 0, limit = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "cudaDeviceGetAttribute");
+  const int limit = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   for (int chunk : {64, 32, 16})
     if (ChunkwiseLayout(chunk, f, columns).carve.bytes() <= std::size_t(limit)) return chunk;
   fail("chunkwise prefill", "no chunk length fits in shared memory");
