@@ -206,9 +206,11 @@ void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerSta
 }
 
 // A window's prefill (swa, Bifocal's window branch): the cached window and the new tokens side
-// by side, then attention under the window rule, then the new tokens into the ring. Gathering
-// first keeps it exact when new tokens evict old ones that earlier queries of the chunk still see
-// (as SlidingWindowMixer does); key order does not matter to the softmax, only positions do.
+// by side, the new tokens into the ring as they are gathered (gather_window's store_new_tokens:
+// each slot's old row copied out before its new one lands), then attention under the window rule
+// over the gathered copy. Gathering first keeps it exact when new tokens evict old ones that
+// earlier queries of the chunk still see (as SlidingWindowMixer does); key order does not matter to
+// the softmax, only positions do.
 template <typename T>
 void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, cudaStream_t stream) const {
   cuda::gather_window<T>({.ring_keys = s.keys.data(), .ring_values = s.values.data(),
@@ -216,7 +218,8 @@ void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerSta
                           .new_values = in.values, .new_positions = in.positions, .n = in.n,
                           .row = std::int64_t(shape_.kv_heads) * shape_.head_dim,
                           .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
-                          .positions = s.shared->gathered_positions.data()},
+                          .positions = s.shared->gathered_positions.data(), .store_new_tokens = true,
+                          .sink_tokens = sink_tokens_, .first_position = in.first_position},
                          stream);
 }
 
@@ -232,8 +235,6 @@ void DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerSta
                                      .output_gate = mix_gate, .output_gate_stride = gate_count(),
                                      .beside_previous_kernel = beside_previous_kernel};
   attention_prefill<T, T>(args, out, stream);
-  store_kv_slots<T>(in.keys, in.values, in.n, in.positions, s.keys.data(), s.values.data(), s.slot_positions.data(),
-                    shape_.kv_heads, shape_.head_dim, spec_.window, sink_tokens_, stream);
 }
 
 template <typename T>

@@ -114,8 +114,8 @@ class DeviceMixer {
 
  private:
   int state_heads() const;
-  // A window's prefill in two steps: the cached window and the new tokens gathered side by side,
-  // then attention over them and the new tokens into the ring. mix_gate: Bifocal's window branch,
+  // A window's prefill in two steps: the cached window and the new tokens gathered side by side
+  // (and the new tokens into the ring), then attention over them. mix_gate: Bifocal's window branch,
   // its output rows scaled by 1 − sigmoid(mix gate); beside_previous_kernel: the attention runs
   // beside the kernel launched before it (PrefillAttentionArgs::beside_previous_kernel).
   void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream) const;

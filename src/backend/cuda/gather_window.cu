@@ -22,6 +22,21 @@ constexpr int kThreads = 256;
 template <typename T>
 using Four = std::conditional_t<std::is_same_v<T, float>, uint4, uint2>;
 
+// The chunk's token that store_kv_slots leaves in `slot` (−1: none), the inverse of its rule: a
+// position p < sinks goes to slot p, a later one to sinks + (p − sinks) mod (slots − sinks), and
+// of the chunk's tokens landing on one slot the last wins.
+template <typename T>
+__device__ std::int64_t token_for_slot(const GatherWindowArgs<T>& a, std::int64_t slot) {
+  const std::int64_t first = a.first_position, last = first + a.n - 1, sinks = a.sink_tokens;
+  std::int64_t p = slot;
+  if (slot >= sinks) {
+    const std::int64_t ring = a.slots - sinks, offset = slot - sinks, past = last - sinks;
+    if (past < offset) return -1;  // no position of the chunk's reaches this slot yet
+    p = last - (past - offset) % ring;  // the latest p ≤ last with (p − sinks) mod ring = offset
+  }
+  return p >= first && p <= last ? p - first : -1;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArgs<T> a) {
   device::allow_next_kernel_launch();
@@ -34,9 +49,13 @@ __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArg
     if (i < 2 * ring) {  // the cached window, bit for bit
       const bool value = i >= ring;
       const std::int64_t q = value ? i - ring : i;
-      const T* from = (value ? a.ring_values : a.ring_keys) + 4 * q;
+      T* from = (value ? a.ring_values : a.ring_keys) + 4 * q;
       T* to = (value ? a.values : a.keys) + 4 * q;
       *reinterpret_cast<Four<T>*>(to) = __ldcg(reinterpret_cast<const Four<T>*>(from));
+      // Then the slot's new element over the one just read (this thread's alone).
+      if (const std::int64_t token = a.store_new_tokens ? token_for_slot(a, q / quads) : -1; token >= 0)
+        device::store4(from, __ldcg(reinterpret_cast<const float4*>((value ? a.new_values : a.new_keys) +
+                                                                    token * a.row + 4 * (q % quads))));
     } else if (i < 2 * ring + 2 * fresh) {  // the new tokens, after the window, rounded to T
       const std::int64_t j = i - 2 * ring;
       const bool value = j >= fresh;
@@ -46,6 +65,8 @@ __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArg
     } else {  // positions: the window's, then the new tokens'
       const std::int64_t j = i - 2 * ring - 2 * fresh;
       a.positions[j] = j < a.slots ? __ldcg(a.ring_positions + j) : __ldcg(a.new_positions + (j - a.slots));
+      if (j < a.slots && a.store_new_tokens)
+        if (const std::int64_t token = token_for_slot(a, j); token >= 0) a.ring_positions[j] = a.first_position + token;
     }
   }
 }
@@ -63,6 +84,9 @@ void gather_window(const GatherWindowArgs<T>& args, cudaStream_t stream) {
       args.n > 0 && (args.new_keys == nullptr || args.new_values == nullptr || args.new_positions == nullptr);
   if (args.keys == nullptr || args.values == nullptr || args.positions == nullptr || ring_missing || new_missing)
     fail("gather_window", "missing input or output");
+  if (args.store_new_tokens && (args.sink_tokens < 0 || args.slots <= args.sink_tokens))
+    fail("gather_window", "a window of " + std::to_string(args.slots) + " slots is not larger than its " +
+                              std::to_string(args.sink_tokens) + " sink tokens");
   const std::int64_t total = 2 * (args.slots + args.n) * (args.row / 4) + args.slots + args.n;
   if (total == 0) return;
   // A grid-stride loop over at most 8 blocks an SM: enough to keep the copies in flight.
