@@ -28,6 +28,13 @@
 // beside_previous_kernel) needs nothing from it, so it reads its inputs at once — all written
 // before the denominators' wait returned, by kernels that had completed before the attention
 // launched — and waits only at its end, so that its completion still implies the denominators'.
+// The mLSTM's bf16 outputs kernel, launched after that attention, waits for the denominators
+// through a count in memory (PrefillArgs::outputs_beside_window) and takes its grid wait, which
+// waits for the attention, only before it adds its outputs onto the attention's: a kernel's grid
+// wait waits for every kernel launched before it on the stream, so a count is the only way to wait
+// for an earlier kernel and not the one just before. A count is safe from deadlock because a
+// kernel launches only once every block of the one before it has started (or triggered), so the
+// blocks it waits for are resident.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -115,7 +115,7 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, bool b
   const std::size_t states = shape.states, d = shape.head_dim, chunks = (n + chunk - 1) / chunk;
   const std::size_t L = chunk, group = shape.query_heads / shape.states;
   const auto round16 = [](std::size_t b) { return (b + 15) / 16 * 16; };
-  constexpr int kParts = 10;
+  constexpr int kParts = 11;
   const std::size_t sizes[kParts] = {round16(states * n * sizeof(double2)),
                                      round16(states * chunks * sizeof(ChunkSummary)),
                                      round16(states * chunks * sizeof(double)),
@@ -125,7 +125,8 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, bool b
                                      round16(states * chunks * L * L * sizeof(float)),
                                      round16(states * chunks * L * sizeof(float)),
                                      round16(states * chunks * group * L * sizeof(float)),
-                                     bf16_states ? round16(states * chunks * d * d * sizeof(__nv_bfloat16)) : 0};
+                                     bf16_states ? round16(states * chunks * d * d * sizeof(__nv_bfloat16)) : 0,
+                                     round16(sizeof(unsigned))};
   std::size_t offsets[kParts], total = 0;
   for (int p = 0; p < kParts; ++p) offsets[p] = total, total += sizes[p];
   if (bytes != nullptr) *bytes = total;
@@ -133,7 +134,7 @@ Workspace carve_workspace(const cpu::MlstmShape& shape, int n, int chunk, bool b
   return {reinterpret_cast<double2*>(at(0)), reinterpret_cast<ChunkSummary*>(at(1)), reinterpret_cast<double*>(at(2)),
           reinterpret_cast<float*>(at(3)),   reinterpret_cast<double*>(at(4)),       reinterpret_cast<float*>(at(5)),
           reinterpret_cast<float*>(at(6)),   reinterpret_cast<float*>(at(7)),        reinterpret_cast<float*>(at(8)),
-          bf16_states ? reinterpret_cast<__nv_bfloat16*>(at(9)) : nullptr};
+          bf16_states ? reinterpret_cast<__nv_bfloat16*>(at(9)) : nullptr, reinterpret_cast<unsigned*>(at(10))};
 }
 
 // ---- Kernel 4: the outputs ----------------------------------------------------------------------
@@ -483,6 +484,9 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   const bool bf16 = bf16_outputs(shape, args.chunk, products);
   args.work = carve_workspace(shape, n, args.chunk, bf16, workspace, nullptr);
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
+  // The bf16 outputs kernel computes beside the window attention (PrefillArgs::outputs_beside_window).
+  args.outputs_beside_window = bf16 && bool(window_branch);
+  args.denominator_blocks = unsigned(shape.states * args.chunks);
 
   launch_chunk_contributions(args, stream);
   launch_state_scan(args, stream);

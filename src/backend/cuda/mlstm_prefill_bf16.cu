@@ -97,7 +97,14 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
 template <typename Out, bool kStreamedStates>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();  // kernel 3's W, e, denominators; C_c from the scan; q, k, v
+  // Kernel 3's W, e, denominators; C_c from the scan; q, k, v. Beside Bifocal's window attention
+  // (outputs_beside_window) kernel 3's count instead of the grid dependency, which would wait for
+  // the attention too: this kernel computes beside it and takes the grid wait only before it adds
+  // its first outputs onto the attention's rows. Everything is read through L2 (__ldcg, cp.async.cg):
+  // lines of L1 are not kept coherent with writes of kernels still running.
+  bool window_written = !a.outputs_beside_window;
+  if (a.outputs_beside_window) wait_for_denominators(a);
+  else device::wait_for_previous_kernel();
   // The chunks last to first: kernel 3, just before, read q and k first to last (80 MiB at
   // Qwen3-4B, more than the 50 MB L2), so the last chunks' lines are the ones still in L2.
   const int parts = a.output_head_parts, slice = blockIdx.x / parts, s = blockIdx.y;
@@ -135,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
       const int quad = threadIdx.x + i * kThreads, row = quad / (kStageColumns / 4);
       const int column = stage * kStageColumns + 4 * (quad % (kStageColumns / 4));
       pending[i] = quad < kStageQuads && row < count
-                       ? *reinterpret_cast<const float4*>(query_row(head, row) + column)
+                       ? __ldcg(reinterpret_cast<const float4*>(query_row(head, row) + column))
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   };
@@ -180,10 +187,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
         x[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (item < key_quads) {
           const int j = item / (d / 4), column = 4 * (item % (d / 4));
-          if (j < count) x[u] = *reinterpret_cast<const float4*>(kv_row(a.k, j) + column);
+          if (j < count) x[u] = __ldcg(reinterpret_cast<const float4*>(kv_row(a.k, j) + column));
         } else if (item < total) {
           const int quad = item - key_quads, j = quad / slice_quads, column = first_column + 4 * (quad % slice_quads);
-          if (j < count) x[u] = *reinterpret_cast<const float4*>(kv_row(a.v, j) + column);
+          if (j < count) x[u] = __ldcg(reinterpret_cast<const float4*>(kv_row(a.v, j) + column));
         }
       }
       #pragma unroll
@@ -317,7 +324,11 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
           }
       }
     }
-    // out = h · 1/den.
+    // out = h · 1/den (onto the window's rows: the attention complete first).
+    if (!window_written) {
+      device::wait_for_previous_kernel();
+      window_written = true;
+    }
     #pragma unroll
     for (int m = 0; m < 2; ++m)
       #pragma unroll

@@ -199,6 +199,7 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
           a.mix.gate[std::size_t(first_token + row_of_item) * a.mix.gate_stride + first_head + head]);
     a.work.inverse_denominators[chunk_index * group * L + item] = inverse;
   }
+  count_denominators_block_done(a);
 }
 
 }  // namespace

@@ -61,6 +61,9 @@ struct Workspace {
   // kernel's products take: half the bytes, copied to shared memory as they are), and leaves ΔC̃_c
   // in `matrices`. Null otherwise.
   __nv_bfloat16* bf16_matrices;  // [S, chunks, d, d]
+  // Kernel 3's finished blocks, counted for the bf16 outputs kernel when it runs beside the window
+  // attention (PrefillArgs::outputs_beside_window); kernel 1 zeroes it.
+  unsigned* denominators_done;
 };
 
 // The shared memory one block may opt into on sm_90; every kernel's layout is checked against it.
@@ -80,6 +83,13 @@ struct PrefillArgs {
   // Kernel 3 lets the next kernel launch only after its wait: mlstm_prefill's window_branch comes
   // next and reads its inputs without waiting.
   bool denominators_launch_next_after_wait = false;
+  // Bifocal's window attention sits between kernel 3 and the bf16 outputs kernel, which then
+  // computes its outputs beside the attention and waits for it only before it adds them onto the
+  // attention's rows: it waits for kernel 3 through Workspace::denominators_done (each kernel-3
+  // block adds 1 when done, release; kernel 4 acquires the count of denominator_blocks) instead of
+  // the grid dependency, which waits for the attention too.
+  bool outputs_beside_window = false;
+  unsigned denominator_blocks = 0;
   // The bf16 outputs kernel's blocks a state head's G query heads are shared among (1, 2, … | G).
   int output_head_parts = 1;
   __device__ int group() const { return query_heads / states; }
@@ -97,6 +107,31 @@ __device__ __forceinline__ void store_output_pair(const PrefillArgs& a, int toke
   Out* out = static_cast<Out*>(a.out) + (std::size_t(token) * a.query_heads + head) * a.head_dim + column;
   if (a.mix.gate == nullptr) device::store2(out, h0, h1);
   else device::add2(out, h0, h1);
+}
+
+// PrefillArgs::outputs_beside_window's count: kernel 3's blocks each add 1 once their outputs are
+// written (release: the fence orders the block's stores, which the barrier gathered, before the
+// add), and kernel 4's first thread polls it with acquire loads until every block has; the fence
+// and barrier after pass that on to the whole block.
+__device__ __forceinline__ void count_denominators_block_done(const PrefillArgs& a) {
+  if (!a.outputs_beside_window) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(a.work.denominators_done, 1u);
+  }
+}
+__device__ __forceinline__ void wait_for_denominators(const PrefillArgs& a) {
+  if (threadIdx.x == 0) {
+    for (;;) {
+      unsigned done;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(a.work.denominators_done) : "memory");
+      if (done >= a.denominator_blocks) break;
+      __nanosleep(128);
+    }
+    __threadfence();
+  }
+  __syncthreads();
 }
 
 // ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------

@@ -112,6 +112,8 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
+  // Kernel 3's count starts over: the last call's outputs kernel, which read it, has completed.
+  if (a.outputs_beside_window && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *a.work.denominators_done = 0;
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, kv = a.kv_head(s), count = a.count(c);
   const int first_token = c * a.chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const ContributionLayout layout(a.chunk, d, kBf16Values);
