@@ -92,6 +92,11 @@ struct PrefillArgs {
   unsigned denominator_blocks = 0;
   // The bf16 outputs kernel's blocks a state head's G query heads are shared among (1, 2, … | G).
   int output_head_parts = 1;
+  // Kernel 1's blocks a (state, chunk) is shared among (1, 2, 4 | d / 8): each computes the
+  // columns [part·d/parts, (part + 1)·d/parts) of ΔC̃_c and the same share of Δñ_c's elements, so
+  // that a call with too few chunks still fills the GPU (1K tokens of the Qwen3.5-like shape: 64
+  // blocks of d = 256 took 39 µs).
+  int contribution_parts = 1;
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }

@@ -102,9 +102,10 @@ __device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf1
   b1 = bits(k + t + 4, column + g);
 }
 
-// Block (s, c): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, one TF32 pass, or w∘V in bf16: kProducts),
-// Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c}; the gates of the chunk in double and its
-// summary for the stabilizer chain. Bf16 asks for four blocks an SM (64 registers); the others
+// Block (s, c, part): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, one TF32 pass, or w∘V in bf16: kProducts),
+// Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c} — the part's share of their columns and
+// elements (PrefillArgs::contribution_parts; every part steps the gates, part 0 stores them and
+// the chunk's summary for the stabilizer chain). Bf16 asks for four blocks an SM (64 registers); the others
 // keep no minimum (0: an explicit 1 costs them 6 registers).
 template <MlstmProducts kProducts>
 __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts::Bf16 ? 4 : 0)
@@ -113,9 +114,12 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
   // Kernel 3's count starts over: the last call's outputs kernel, which read it, has completed.
-  if (a.outputs_beside_window && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *a.work.denominators_done = 0;
+  if (a.outputs_beside_window && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0)
+    *a.work.denominators_done = 0;
   const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, kv = a.kv_head(s), count = a.count(c);
   const int first_token = c * a.chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int part_width = d / int(gridDim.z), first_column = int(blockIdx.z) * part_width;  // of ΔC̃ and Δñ
+  const bool first_part = blockIdx.z == 0;
   const ContributionLayout layout(a.chunk, d, kBf16Values);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
@@ -155,9 +159,9 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
     const device::MlstmLogGates gates = device::mlstm_log_gates(a.gates.input[at], a.gates.forget[at]);
     input[j] = gates.input;
     log_forget[j] = gates.log_forget;
-    a.work.token_gates[std::size_t(s) * a.n + first_token + j] = make_double2(gates.input, gates.log_forget);
+    if (first_part) a.work.token_gates[std::size_t(s) * a.n + first_token + j] = make_double2(gates.input, gates.log_forget);
   }
-  if (c == 0 && threadIdx.x == 0) {  // the scan starts from the caller's m_0 (M_0 = m_0)
+  if (c == 0 && threadIdx.x == 0 && first_part) {  // the scan starts from the caller's m_0 (M_0 = m_0)
     const float entering = a.state.stabilizer[s];
     a.work.entry_scales[chunk_index] = entering;
     a.work.entry_stabilizers[chunk_index] = entering;
@@ -175,14 +179,17 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
         from_below = step_stabilizer(from_below, make_double2(input[j], log_forget[j]));
       }
       scalars[0] = decay;
-      summary.decay = decay, summary.from_below = from_below;
+      if (first_part) summary.decay = decay, summary.from_below = from_below;
     }
     __syncwarp();
     double scale = -INFINITY;  // a maximum: exact in any order
     for (int j = lane; j < count; j += 32) scale = fmax(scale, scalars[0] - cumulative[j] + input[j]);
     for (int offset = 16; offset > 0; offset /= 2) scale = fmax(scale, __shfl_xor_sync(kFullWarp, scale, offset));
-    if (lane == 0) scalars[1] = scale, summary.scale = scale;
-  } else if (warp == 1 && lane < kBinades) {  // the chain ρ's decay in binade e
+    if (lane == 0) {
+      scalars[1] = scale;
+      if (first_part) summary.scale = scale;
+    }
+  } else if (warp == 1 && lane < kBinades && first_part) {  // the chain ρ's decay in binade e
     const int e = kFirstBinade + lane;
     double units = 0.0;
     for (int j = 0; j < count; ++j) units += rint(ldexp(log_forget[j], 23 - e));
@@ -213,7 +220,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
       }
     }
   }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+  for (int i = first_column + threadIdx.x; i < first_column + part_width; i += blockDim.x) {
     double sum = 0.0;
     for (int j = 0; j < count; ++j) sum += weights[j] * double(keys[j * layout.stride + i]);
     a.work.normalizers[chunk_index * d + i] = sum;
@@ -221,11 +228,12 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   __syncthreads();
 
   // ΔC̃ (d × d) = Kᵀ (d × L) · (w∘V) (L × d), warp tiles of 2 × 4 mma tiles.
-  const int row_tiles = (d + 15) / 16, column_tiles = d / 8;
-  const int row_groups = (row_tiles + 1) / 2, column_groups = (column_tiles + 3) / 4;
+  // The part's columns: tiles first_tile … column_tiles − 1.
+  const int row_tiles = (d + 15) / 16, first_tile = first_column / 8, column_tiles = (first_column + part_width) / 8;
+  const int row_groups = (row_tiles + 1) / 2, column_groups = (column_tiles - first_tile + 3) / 4;
   float* matrix = a.work.matrices + chunk_index * d * d;
   for (int tile = warp; tile < row_groups * column_groups; tile += kWarps) {
-    const int row_tile = 2 * (tile / column_groups), column_tile = 4 * (tile % column_groups);
+    const int row_tile = 2 * (tile / column_groups), column_tile = first_tile + 4 * (tile % column_groups);
     float acc[2][4][4] = {};
     for (int k = 0; k < count; k += 8) {
       Operand<kProducts> af[2][4];
@@ -401,16 +409,23 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
                       : bf16_values                        ? chunk_contributions_kernel<MlstmProducts::Bf16>
                                                            : chunk_contributions_kernel<MlstmProducts::Tf32>;
   const std::size_t needed = ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes();
+  // A (state, chunk) in parts while the grid stays within one block an SM and a part keeps whole
+  // 8-column tiles (PrefillArgs::contribution_parts).
+  PrefillArgs parted = args;
+  const std::int64_t blocks = std::int64_t(args.states) * args.chunks;
+  while (parted.contribution_parts < 4 && args.head_dim % (16 * parted.contribution_parts) == 0 &&
+         blocks * 2 * parted.contribution_parts <= multiprocessor_count())
+    parted.contribution_parts *= 2;
   // At most one block an SM (1K tokens of Qwen3-4B: 128 blocks): spread over the SMs, not piled
   // onto the few the previous kernel frees first (spread_shared_bytes).
-  const std::size_t shared_bytes = spread_shared_bytes(needed, std::int64_t(args.states) * args.chunks);
+  const std::size_t shared_bytes = spread_shared_bytes(needed, blocks * parted.contribution_parts);
   // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
   // may keep more L1 and run fewer.
   if (bf16_values)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
           "chunk_contributions_kernel");
-  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kRecurrentThreads), shared_bytes, stream,
-                   "chunk_contributions_kernel", args);
+  launch_dependent(kernel, dim3(args.states, args.chunks, parted.contribution_parts), dim3(kRecurrentThreads),
+                   shared_bytes, stream, "chunk_contributions_kernel", parted);
 }
 
 void mlstm_prefill_detail::launch_state_scan(const PrefillArgs& args, cudaStream_t stream) {
