@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -106,12 +107,22 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
 }
 
 // out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
-// with the attention launched before the call or as its window_branch.
+// with the attention launched before the call or as its window_branch; then the state the call
+// leaves (matrix, normalizer, stabilizer). The gate rows get a random bias per column: added into
+// the rows here (as gemm's bias pass would), or, with bias_by_readers, left to the kernels that read
+// them (MlstmGateInputs' and MlstmOutputMix's biases, PrefillAttentionArgs::output_gate_bias), as
+// DeviceMixer's prefill does.
 template <typename T>
-std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch) {
+std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch,
+                                     bool bias_by_readers = false) {
   const testing::MlstmSequence x(shape, n, rng);
   const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
-  const std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
+  std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
+  const std::vector<float> bias = testing::normal_vector(std::size_t(stride), rng, 0, 2);
+  if (!bias_by_readers)
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] += bias[i % stride];
+  const auto gate_bias = on_device(bias);
+  const float* readers_bias = bias_by_readers ? gate_bias.data() : nullptr;
   std::vector<std::int64_t> positions(n);
   for (int j = 0; j < n; ++j) positions[j] = j;
   const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v), gate_rows = on_device(rows);
@@ -127,15 +138,25 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                                              .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
                                              .head_dim = shape.head_dim, .window = 16, .sink_tokens = 0,
                                              .learned_sinks = sinks.data(), .output_gate = gate_rows.data() + 2 * S,
-                                             .output_gate_stride = stride, .beside_previous_kernel = as_branch};
+                                             .output_gate_stride = stride,
+                                             .output_gate_bias = readers_bias ? readers_bias + 2 * S : nullptr,
+                                             .beside_previous_kernel = as_branch};
   const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
   if (!as_branch) attend();
-  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), {gate_rows.data(), gate_rows.data() + S, stride}, n,
-                      state.view(), out.data(), products, workspace.data(), nullptr,
-                      {.gate = gate_rows.data() + 2 * S, .gate_stride = stride},
+  const cuda::MlstmGateInputs gates{.input = gate_rows.data(), .forget = gate_rows.data() + S, .stride = stride,
+                                    .input_bias = readers_bias, .forget_bias = readers_bias ? readers_bias + S : nullptr};
+  cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), gates, n, state.view(), out.data(), products,
+                      workspace.data(), nullptr,
+                      {.gate = gate_rows.data() + 2 * S, .gate_stride = stride,
+                       .gate_bias = readers_bias ? readers_bias + 2 * S : nullptr},
                       as_branch ? std::function<void()>(attend) : std::function<void()>());
   testing::synchronize();
-  return testing::download_floats(out);
+  std::vector<float> result = testing::download_floats(out);
+  for (const auto* part : {&state.matrix, &state.normalizer, &state.stabilizer}) {
+    const std::vector<float> values = part->download();
+    result.insert(result.end(), values.begin(), values.end());
+  }
+  return result;
 }
 
 template <typename T>
@@ -172,6 +193,29 @@ TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits)
         ASSERT_FALSE(std::isnan(want[i])) << "element " << i << ": the window branch wrote no output there";
         ASSERT_EQ(got[i], want[i]) << "element " << i;
       }
+    }
+  }
+}
+
+// The gate biases added by the kernels that read the pre-activations give the bits of the same
+// biases added into the rows first: the outputs (both branches' shares) and the state left.
+TYPED_TEST(BifocalPrefillMix, GateBiasesAddedByTheReadersGiveTheSameBits) {
+  const unsigned seed = testing::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const cpu::MlstmShape shape :
+       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
+    for (const int n : {7, 150}) {
+      SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
+      std::mt19937 added(seed), by_readers(seed);  // the same inputs and biases for both
+      const std::vector<float> want = window_then_mlstm<TypeParam>(shape, n, added, true);
+      const std::vector<float> got = window_then_mlstm<TypeParam>(shape, n, by_readers, true, true);
+      ASSERT_EQ(got.size(), want.size());
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_FALSE(std::isnan(want[i])) << "element " << i;
+        differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+      }
+      EXPECT_EQ(differ, 0u) << "of " << got.size() << " values (outputs, then the state)";
     }
   }
 }

@@ -73,7 +73,8 @@ __global__ void __launch_bounds__(kPrefillThreads) attention_prefill_kernel(Pref
     q[c] = make_float4(x.x * q_scale, x.y * q_scale, x.z * q_scale, x.w * q_scale);
     acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  const float out_scale = i < a.n ? device::bifocal_window_share(a.output_gate, a.output_gate_stride, i, h) : 1.0f;
+  const float out_scale =
+      i < a.n ? device::bifocal_window_share(a.output_gate, a.output_gate_stride, i, h, a.output_gate_bias) : 1.0f;
   float m = a.learned_sinks ? a.learned_sinks[h] * kLog2e : -INFINITY;
   float l = a.learned_sinks ? 1.0f : 0.0f;
 

@@ -37,6 +37,7 @@ struct PrefillAttentionArgs {
   // which the mLSTM prefill adds o·h (recurrent_chunkwise.cuh's MlstmOutputMix). nullptr: none.
   const float* output_gate = nullptr;
   int output_gate_stride = 0;  // ≥ query_heads
+  const float* output_gate_bias = nullptr;  // [query_heads], added to each pre-activation as it is read
   // Bifocal's window branch launched right after the mLSTM's denominators kernel, which lets it
   // launch only once every kernel before that one has completed (dependent_launch.h): all of the
   // attention's inputs are then there, so it starts at once and runs beside that kernel, and waits

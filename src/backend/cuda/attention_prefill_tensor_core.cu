@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     shared.row_positions[threadIdx.x] = token < a.n ? a.positions[token] : -1;
     shared.row_scales[threadIdx.x] =  // read now, so that the epilogue waits on no load
         token < a.n ? device::bifocal_window_share(a.output_gate, a.output_gate_stride, token,
-                                                   first_head + int(threadIdx.x) % heads)
+                                                   first_head + int(threadIdx.x) % heads, a.output_gate_bias)
                     : 1.0f;
   }
   const int block_tokens = min(tokens_per_block, a.n - first_token);

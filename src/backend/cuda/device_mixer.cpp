@@ -78,6 +78,9 @@ DeviceMixer<T>::DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int 
                                                    std::to_string(gate_count()) + " rows of " + std::to_string(hidden));
     gate_weight_ = upload_as<T>(weight);
     gate_bias_ = upload_as<T>(bias);
+    std::vector<float> widened(bias.size());
+    for (std::size_t i = 0; i < bias.size(); ++i) widened[i] = float(T(bias[i]));  // upload_as's rounding
+    gate_bias_added_by_readers_ = upload_as<float>(widened);
   }
   if (spec.feature == MixerSpec::Feature::Hedgehog) feature_map_ = upload_as<float>(p.feature_map);
   window_factor_ = upload_as<float>(p.window_factor);
@@ -100,6 +103,20 @@ typename DeviceMixer<T>::GateRows DeviceMixer<T>::gate_rows() const {
   const std::size_t S = state_heads(), hidden = hidden_;
   const T *weight = gate_weight_.data(), *bias = gate_bias_.data();
   return {weight, bias, weight + S * hidden, bias + S, weight + 2 * S * hidden, bias + 2 * S};
+}
+
+// gate_products' rows for the mLSTM prefill, with the biases its kernels add.
+template <typename T>
+MlstmGateInputs DeviceMixer<T>::gate_inputs(const DeviceMixerState<T>& s) const {
+  const int S = state_heads();
+  const float* gates = s.shared->gates.data();
+  const float* bias = gate_bias_added_by_readers_.data();
+  return {.input = gates, .forget = gates + S, .stride = gate_count(), .input_bias = bias, .forget_bias = bias + S};
+}
+
+template <typename T>
+const float* DeviceMixer<T>::mix_bias() const {
+  return gate_bias_added_by_readers_.data() + 2 * state_heads();
 }
 
 template <typename T>
@@ -191,18 +208,21 @@ void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
     if (b->size()) check(cudaMemsetAsync(b->data(), 0, b->bytes(), stream), "reset state");
 }
 
-// The mLSTM gates (and Bifocal's mix gate) from the layer input: x·Wᵀ + b in one product, a
-// token's gate_count() pre-activations side by side ([input S | forget S | mix Hq]).
+// The mLSTM gates (and Bifocal's mix gate) from the layer input: x·Wᵀ in one product, a token's
+// gate_count() pre-activations side by side ([input S | forget S | mix Hq]), without the bias:
+// the kernels that read them add it (gate_inputs(), mix_bias()), the same float additions gemm's
+// bias pass made, so the same bits with one kernel fewer a layer (stop 44: that pass took ~2 µs of
+// a 1K-token Bifocal layer, but the gather after it set the mLSTM kernels' start).
 template <typename T>
 void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, const CublasHandle* cublas,
                                    cudaStream_t stream) const {
   float* gates = s.shared->gates.data();
   if (in.n == 1) {
-    const GemvProduct<T> product{gate_weight_.data(), gate_bias_.data(), gate_count(), gates};
+    const GemvProduct<T> product{gate_weight_.data(), nullptr, gate_count(), gates};
     gemv_shared_input<T, T>(std::span<const GemvProduct<T>>(&product, 1), in.x, hidden_, false, stream);
     return;
   }
-  gemm<T>(*cublas, stream, in.x, gate_weight_.data(), gate_bias_.data(), in.n, hidden_, gate_count(), gates, false);
+  gemm<T>(*cublas, stream, in.x, gate_weight_.data(), nullptr, in.n, hidden_, gate_count(), gates, false);
 }
 
 // A window's prefill (swa, Bifocal's window branch): the cached window and the new tokens side
@@ -233,6 +253,7 @@ void DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerSta
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
                                      .output_gate = mix_gate, .output_gate_stride = gate_count(),
+                                     .output_gate_bias = mix_gate != nullptr ? mix_bias() : nullptr,
                                      .beside_previous_kernel = beside_previous_kernel};
   attention_prefill<T, T>(args, out, stream);
 }
@@ -273,9 +294,8 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       break;
     case Kind::Mlstm: {  // the outputs in T straight from the kernel
       gate_products(in, s, &cublas, stream);
-      const float* gates = s.shared->gates.data();
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       out, mlstm_products, scratch_of(s), stream);
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(s), in.n, cell, out, mlstm_products,
+                       scratch_of(s), stream);
       return;
     }
     case Kind::Bifocal: {  // out = o·mLSTM + (1 − o)·SWA, o = sigmoid(mix gate)
@@ -289,11 +309,11 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // the process ~1% slower (a kernel holding most of an SM's shared memory run on another
       // stream: tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
       gate_products(in, s, &cublas, stream);
-      const float* gates = s.shared->gates.data();
-      const float* mix_gate = gates + 2 * mlstm.states;
+      const float* mix_gate = s.shared->gates.data() + 2 * mlstm.states;
       gather_window(in, s, stream);
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, {gates, gates + mlstm.states, gate_count()}, in.n, cell,
-                       out, mlstm_products, scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gate_count()},
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(s), in.n, cell, out, mlstm_products,
+                       scratch_of(s), stream,
+                       {.gate = mix_gate, .gate_stride = gate_count(), .gate_bias = mix_bias()},
                        [&] { attend_window(in, s, out, stream, mix_gate, /*beside_previous_kernel=*/true); });
       return;
     }

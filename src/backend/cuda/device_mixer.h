@@ -11,6 +11,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/recurrent_chunkwise.cuh"
 #include "bifocal/budget.h"
 #include "bifocal/mixer_spec.h"
 #include "mixer/mixer_parameters.h"
@@ -123,6 +124,8 @@ class DeviceMixer {
                      const float* mix_gate = nullptr, bool beside_previous_kernel = false) const;
   void gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, const CublasHandle* cublas,
                      cudaStream_t stream) const;
+  MlstmGateInputs gate_inputs(const DeviceMixerState<T>& state) const;
+  const float* mix_bias() const;  // Bifocal's [Hq] mix gate biases, as floats
 
   MixerSpec spec_;
   LayerShape shape_;
@@ -134,6 +137,10 @@ class DeviceMixer {
   // prefill chunk (three small GEMMs and bias passes cost ~34 µs a 4,096-token layer, one ~12);
   // the decode kernels read the row blocks in place (gate_rows).
   DeviceBuffer<T> gate_weight_, gate_bias_;
+  // The bias as the floats it adds (gate_bias_'s values widened): the prefill product leaves it out
+  // and the kernels that read the pre-activations add it (MlstmGateInputs, MlstmOutputMix,
+  // PrefillAttentionArgs::output_gate_bias), which saves a pass and a launch on Bifocal's path.
+  DeviceBuffer<float> gate_bias_added_by_readers_;
   int gate_count() const;
   struct GateRows {
     const T *input_weight, *input_bias, *forget_weight, *forget_bias, *mix_weight, *mix_bias;

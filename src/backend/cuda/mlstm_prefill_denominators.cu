@@ -194,9 +194,11 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
       query_normalizer += partials[column_group_index * group * L + item];
     const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
     float inverse = float(1.0 / denominator);
-    if (a.mix.gate != nullptr)
-      inverse *= device::bifocal_memory_weight(
-          a.mix.gate[std::size_t(first_token + row_of_item) * a.mix.gate_stride + first_head + head]);
+    if (a.mix.gate != nullptr) {
+      float mix_gate = a.mix.gate[std::size_t(first_token + row_of_item) * a.mix.gate_stride + first_head + head];
+      if (a.mix.gate_bias != nullptr) mix_gate += a.mix.gate_bias[first_head + head];  // MlstmOutputMix
+      inverse *= device::bifocal_memory_weight(mix_gate);
+    }
     a.work.inverse_denominators[chunk_index * group * L + item] = inverse;
   }
   count_denominators_block_done(a);

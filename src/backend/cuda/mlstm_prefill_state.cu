@@ -156,7 +156,10 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const std::size_t at = std::size_t(first_token + j) * a.gates.stride + s;
-    const device::MlstmLogGates gates = device::mlstm_log_gates(a.gates.input[at], a.gates.forget[at]);
+    float input_raw = a.gates.input[at], forget_raw = a.gates.forget[at];
+    if (a.gates.input_bias != nullptr) input_raw += a.gates.input_bias[s];  // MlstmGateInputs: the product's bias
+    if (a.gates.forget_bias != nullptr) forget_raw += a.gates.forget_bias[s];
+    const device::MlstmLogGates gates = device::mlstm_log_gates(input_raw, forget_raw);
     input[j] = gates.input;
     log_forget[j] = gates.log_forget;
     if (first_part) a.work.token_gates[std::size_t(s) * a.n + first_token + j] = make_double2(gates.input, gates.log_forget);

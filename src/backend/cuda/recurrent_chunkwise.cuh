@@ -56,6 +56,10 @@ struct MlstmGateInputs {
   const float* input;
   const float* forget;
   int stride;
+  // The gates' biases ([S] each), added by the kernel that reads each pre-activation, so that the
+  // product needs no pass of its own (DeviceMixer::gate_products). nullptr: the rows hold them.
+  const float* input_bias = nullptr;
+  const float* forget_bias = nullptr;
 };
 // Bifocal's mix, out = o·h + (1 − o)·window with o = sigmoid(mix gate) (DESIGN.md bifocal), done
 // without a pass of its own: with `gate` set, `out` holds the window branch already scaled,
@@ -65,6 +69,7 @@ struct MlstmGateInputs {
 struct MlstmOutputMix {
   const float* gate = nullptr;  // token t's mix gate pre-activations at gate[t·gate_stride … + Hq)
   int gate_stride = 0;          // ≥ Hq
+  const float* gate_bias = nullptr;  // [Hq], added to each pre-activation as it is read (as MlstmGateInputs')
 };
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 // window_branch (Bifocal, optional): launches the window branch on `stream` between the
