@@ -29,6 +29,7 @@
 // .trans for C_c and V (row-major in k), plain for Kᵀ (k's rows are Kᵀ's columns).
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/cluster_launch.h"
 #include "backend/cuda/cuda_check.h"
@@ -51,7 +52,7 @@ constexpr int kPairsPerWarp = 2;        // n-tile pairs (16 columns) a warp
 constexpr int kSliceColumns = 128;      // value columns a block at most
 
 __host__ __device__ constexpr int value_columns(int d) { return d < kSliceColumns ? d : kSliceColumns; }
-// C_c's rows in two stages of kStageColumns (else all d resident).
+// C_c's rows in two stages of kStageColumns (else all d resident): d = 256 (chunk_outputs_bf16_fits).
 __host__ __device__ constexpr bool states_streamed(int d) { return d > kSliceColumns; }
 
 // ldmatrix and the m16n8k16 mma: tensor_core_fragments.cuh.
@@ -94,7 +95,8 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
 
 // ---- The kernel -------------------------------------------------------------------------------------
 
-template <typename Out, bool kStreamedStates>
+// kHeadDim: d where it is fixed at compile time (128, or 256 with C_c streamed), else 0 (a.head_dim).
+template <typename Out, int kHeadDim>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   // Kernel 3's W, e, denominators; C_c from the scan; q, k, v. Beside Bifocal's window attention
@@ -108,7 +110,10 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   // The chunks last to first: kernel 3, just before, read q and k first to last (80 MiB at
   // Qwen3-4B, more than the 50 MB L2), so the last chunks' lines are the ones still in L2.
   const int parts = a.output_head_parts, slice = blockIdx.x / parts, s = blockIdx.y;
-  const int c = a.chunks - 1 - int(blockIdx.z), d = a.head_dim, L = kChunk;
+  // d a constant where it can be (the common head sizes), so that the addresses below fold: the
+  // kernel is bound by the instructions around its products (stop 44's Nsight Compute reading).
+  constexpr bool kStreamedStates = states_streamed(kHeadDim);
+  const int c = a.chunks - 1 - int(blockIdx.z), d = kHeadDim != 0 ? kHeadDim : a.head_dim, L = kChunk;
   const int group = a.group(), first_local_head = int(blockIdx.x) % parts * (group / parts);
   const int end_local_head = first_local_head + group / parts;
   const int count = a.count(c), width = value_columns(d), first_column = slice * width;  // of v, C_c, h
@@ -159,7 +164,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   // Rows [first_row, first_row + rows) of C_c's V columns, bf16 as the scan stored them, to
   // shared rows from `to_row` (cp.async, 16 bytes a copy).
   const auto copy_state_rows_async = [&](int first_row, int rows, int to_row) {
-    const int pieces = width / 8;
+    // Streamed (once a stage for each head), the width is the slice's 128 columns: a constant, so
+    // that the row and column of a piece cost a shift and a mask, not an integer division.
+    const int pieces = (kStreamedStates ? kSliceColumns : width) / 8;
     for (int item = threadIdx.x; item < rows * pieces; item += kThreads) {
       const int row = item / pieces, column = 8 * (item % pieces);
       copy16_async(states + (to_row + row) * layout.state_pitch + column,
@@ -367,7 +374,13 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   if (args.work.bf16_matrices == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel called without C_c in bf16 (a shape it does not hold)");
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
-  const auto kernel = states_streamed(d) ? chunk_outputs_bf16_kernel<Out, true> : chunk_outputs_bf16_kernel<Out, false>;
+  const auto kernel = d == 256   ? chunk_outputs_bf16_kernel<Out, 256>
+                      : d == 128 ? chunk_outputs_bf16_kernel<Out, 128>
+                      : states_streamed(d)
+                          ? nullptr
+                          : chunk_outputs_bf16_kernel<Out, 0>;
+  if (kernel == nullptr)
+    fail("mlstm_prefill", "internal: the bf16 outputs kernel streams C_c for d = 256 only, not " + std::to_string(d));
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
   // more L1 and run one.
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
