@@ -29,12 +29,15 @@ using namespace mlstm_prefill_detail;
 // into L2 then and loaded after them (8 registers a head).
 constexpr int kPreloadedHeads = 2;
 
-// Block (s, c): the chunk c of state head s.
+// Block (s, c): the chunk c of state head s. kHeadDim, kChunk: d and L fixed at compile time (d = 128
+// and 256 at L = 64), so that the addresses fold; 0: the call's.
+template <int kHeadDim = 0, int kChunk = 0>
 __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
   if (!a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
   if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
-  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, L = a.chunk, group = a.group(), count = a.count(c);
+  const int d = kHeadDim != 0 ? kHeadDim : a.head_dim, L = kChunk != 0 ? kChunk : a.chunk;
+  const int s = blockIdx.x, c = blockIdx.y, group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const DenominatorLayout layout(L, d, group);
@@ -208,7 +211,11 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
 
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
   const int group = args.query_heads / args.states;
-  launch_dependent(chunk_denominators_kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
+  const bool fixed = args.chunk == 64;
+  const auto kernel = fixed && args.head_dim == 128   ? chunk_denominators_kernel<128, 64>
+                      : fixed && args.head_dim == 256 ? chunk_denominators_kernel<256, 64>
+                                                      : chunk_denominators_kernel<>;
+  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
                    DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
                    "chunk_denominators_kernel", args);
 }

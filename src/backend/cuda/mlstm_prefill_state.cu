@@ -106,8 +106,9 @@ __device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf1
 // Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c} — the part's share of their columns and
 // elements (PrefillArgs::contribution_parts; every part steps the gates, part 0 stores them and
 // the chunk's summary for the stabilizer chain). Bf16 asks for four blocks an SM (64 registers); the others
-// keep no minimum (0: an explicit 1 costs them 6 registers).
-template <MlstmProducts kProducts>
+// keep no minimum (0: an explicit 1 costs them 6 registers). kHeadDim, kChunk: d and L fixed at
+// compile time (bf16 models' d = 128 and 256 at L = 64), so that the addresses fold; 0: the call's.
+template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0>
 __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts::Bf16 ? 4 : 0)
     chunk_contributions_kernel(PrefillArgs a) {
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
@@ -116,11 +117,12 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   // Kernel 3's count starts over: the last call's outputs kernel, which read it, has completed.
   if (a.outputs_beside_window && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0)
     *a.work.denominators_done = 0;
-  const int s = blockIdx.x, c = blockIdx.y, d = a.head_dim, kv = a.kv_head(s), count = a.count(c);
-  const int first_token = c * a.chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int d = kHeadDim != 0 ? kHeadDim : a.head_dim, chunk = kChunk != 0 ? kChunk : a.chunk;
+  const int s = blockIdx.x, c = blockIdx.y, kv = a.kv_head(s), count = a.count(c);
+  const int first_token = c * chunk, width = round_up(d, 32), lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int part_width = d / int(gridDim.z), first_column = int(blockIdx.z) * part_width;  // of ΔC̃ and Δñ
   const bool first_part = blockIdx.z == 0;
-  const ContributionLayout layout(a.chunk, d, kBf16Values);
+  const ContributionLayout layout(chunk, d, kBf16Values);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   const std::size_t chunk_index = std::size_t(s) * a.chunks + c;
 
   // Rows of k and v, zero past the chunk and past d (padding rows of Kᵀ's m-tiles).
-  const int quads = a.chunk * width / 4;
+  const int quads = chunk * width / 4;
   const auto value_quad = [&](int item) {  // v's quad `item` of the padded chunk (zero outside it)
     const int j = item / (width / 4), column = 4 * (item % (width / 4));
     if (j >= count || column >= d) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -200,7 +202,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   }
   wait_async_copies<0>();
   __syncthreads();
-  for (int j = threadIdx.x; j < a.chunk; j += blockDim.x)
+  for (int j = threadIdx.x; j < chunk; j += blockDim.x)
     weights[j] = j < count ? exp(scalars[0] - cumulative[j] + input[j] - scalars[1]) : 0.0;
   __syncthreads();
   if constexpr (kBf16Values) {  // w∘V rounded once into bf16: the quads held, then the rest
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
     for (int item = threadIdx.x + kEarlyValueQuads * kRecurrentThreads; item < quads; item += kRecurrentThreads)
       store_scaled(item, value_quad(item));
   } else {
-    for (int j = warp; j < a.chunk; j += kWarps) {  // w∘V: a warp a row, four columns a lane, no division
+    for (int j = warp; j < chunk; j += kWarps) {  // w∘V: a warp a row, four columns a lane, no division
       const float w = float(weights[j]);
       for (int column = 4 * lane; column < width; column += 4 * 32) {
         float4& quad = *reinterpret_cast<float4*>(values + j * layout.stride + column);
@@ -408,9 +410,12 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
 
 void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream) {
   const bool bf16_values = args.products == MlstmProducts::Bf16;
+  const bool fixed = args.chunk == 64;  // bf16 models' common shapes compiled for their d and L
   const auto kernel = args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
-                      : bf16_values                        ? chunk_contributions_kernel<MlstmProducts::Bf16>
-                                                           : chunk_contributions_kernel<MlstmProducts::Tf32>;
+                      : !bf16_values                       ? chunk_contributions_kernel<MlstmProducts::Tf32>
+                      : fixed && args.head_dim == 128      ? chunk_contributions_kernel<MlstmProducts::Bf16, 128, 64>
+                      : fixed && args.head_dim == 256      ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64>
+                                                           : chunk_contributions_kernel<MlstmProducts::Bf16>;
   const std::size_t needed = ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes();
   // A (state, chunk) in parts while the grid stays within one block an SM and a part keeps whole
   // 8-column tiles (PrefillArgs::contribution_parts).
