@@ -159,6 +159,22 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   return result;
 }
 
+// got and want the same floats, bit for bit; a NaN in want is an output no kernel wrote.
+void expect_the_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(want[i])) << "element " << i << ": no output written there";
+    differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differ, 0u) << "of " << got.size() << " values (outputs, then the state)";
+}
+
+// {Hq, Hkv, S, d}: GQA with states per KV head; d = 256 streams C_c in the bf16 kernel; state=q.
+// d = 64 and 256 take the tensor-core attention for 16-bit T; d = 32 and fp32 the SIMT kernel.
+const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64}, {4, 2, 2, 256}, {4, 2, 4, 32}};
+constexpr int kLengths[] = {7, 150};  // inside one chunk, and ending inside the third
+
 template <typename T>
 class BifocalPrefillMix : public testing::CudaTest {};
 TYPED_TEST_SUITE(BifocalPrefillMix, testing::StorageTypes, testing::StorageTypeNames);
@@ -167,10 +183,8 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  // {Hq, Hkv, S, d}: GQA with states per KV head; d = 256 streams C_c in the bf16 kernel; state=q.
-  for (const cpu::MlstmShape shape :
-       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
-    for (const int n : {7, 150}) {
+  for (const cpu::MlstmShape& shape : kShapes) {
+    for (const int n : kLengths) {
       SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
       expect_mixed_outputs_follow_the_gate_formula<TypeParam>(shape, n, rng);
     }
@@ -180,19 +194,12 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
 TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits) {
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  // d = 64 and 256: the tensor-core attention for 16-bit T; d = 32 and fp32: the SIMT kernel.
-  for (const cpu::MlstmShape shape :
-       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
-    for (const int n : {7, 150}) {
+  for (const cpu::MlstmShape& shape : kShapes) {
+    for (const int n : kLengths) {
       SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
       std::mt19937 before(seed), beside(seed);  // the same inputs for both orders
-      const std::vector<float> want = window_then_mlstm<TypeParam>(shape, n, before, false);
-      const std::vector<float> got = window_then_mlstm<TypeParam>(shape, n, beside, true);
-      ASSERT_EQ(got.size(), want.size());
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        ASSERT_FALSE(std::isnan(want[i])) << "element " << i << ": the window branch wrote no output there";
-        ASSERT_EQ(got[i], want[i]) << "element " << i;
-      }
+      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true),
+                           window_then_mlstm<TypeParam>(shape, n, before, false));
     }
   }
 }
@@ -202,20 +209,12 @@ TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits)
 TYPED_TEST(BifocalPrefillMix, GateBiasesAddedByTheReadersGiveTheSameBits) {
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const cpu::MlstmShape shape :
-       {cpu::MlstmShape{8, 2, 2, 64}, cpu::MlstmShape{4, 2, 2, 256}, cpu::MlstmShape{4, 2, 4, 32}}) {
-    for (const int n : {7, 150}) {
+  for (const cpu::MlstmShape& shape : kShapes) {
+    for (const int n : kLengths) {
       SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
       std::mt19937 added(seed), by_readers(seed);  // the same inputs and biases for both
-      const std::vector<float> want = window_then_mlstm<TypeParam>(shape, n, added, true);
-      const std::vector<float> got = window_then_mlstm<TypeParam>(shape, n, by_readers, true, true);
-      ASSERT_EQ(got.size(), want.size());
-      std::size_t differ = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        ASSERT_FALSE(std::isnan(want[i])) << "element " << i;
-        differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
-      }
-      EXPECT_EQ(differ, 0u) << "of " << got.size() << " values (outputs, then the state)";
+      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, by_readers, true, true),
+                           window_then_mlstm<TypeParam>(shape, n, added, true));
     }
   }
 }
