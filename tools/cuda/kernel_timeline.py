@@ -180,15 +180,17 @@ def middle_layer(steps, index, names):
     return lines
 
 
-def main():
+def report_main(report, program):
+    """The command line of a timeline report (this one, prefill_timeline.py): one CSV argument, the
+    report of its records on stdout, any error as a message naming the file."""
     if len(sys.argv) != 2:
-        sys.exit("usage: kernel_timeline.py TIMELINE.csv")
+        sys.exit(f"usage: {program} TIMELINE.csv")
     try:
         with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
-            print(summarise(read_records(f)), end="")
+            print(report(read_records(f)), end="")
     except (OSError, ValueError) as error:  # a missing or unreadable file too: a message, not a traceback
         sys.exit(f"{sys.argv[1]}: {error}")
 
 
 if __name__ == "__main__":
-    main()
+    report_main(summarise, "kernel_timeline.py")

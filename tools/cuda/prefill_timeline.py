@@ -1,5 +1,5 @@
 """A prefill's layers kernel by kernel, as the GPU ran them, from kernel_timeline.cpp's CSV
-(tools/cuda/prefill_timeline.sh).
+(tools/cuda/kernel_timeline.sh MIXER SHAPE OUT TOKENS prefill).
 
     python3 tools/cuda/prefill_timeline.py timeline.csv > prefill.md
 
@@ -17,9 +17,8 @@ earlier kernel's end; the additions sum to the layer's span up to its last kerne
 one mixer a run: the last pass is the last mixer's.
 """
 import statistics
-import sys
 
-from kernel_timeline import frontier_walk, read_records
+from kernel_timeline import frontier_walk, read_records, report_main
 
 PASS_KERNEL = "embedding_kernel"
 LAYER_KERNEL = "qk_norm_rope_kernel"
@@ -70,15 +69,5 @@ def summarise(records):
     return "\n".join(lines) + "\n"
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: prefill_timeline.py TIMELINE.csv")
-    try:
-        with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
-            print(summarise(read_records(f)), end="")
-    except (OSError, ValueError) as error:  # a missing or unreadable file too: a message, not a traceback
-        sys.exit(f"{sys.argv[1]}: {error}")
-
-
 if __name__ == "__main__":
-    main()
+    report_main(summarise, "prefill_timeline.py")
