@@ -34,7 +34,10 @@
 // wait waits for every kernel launched before it on the stream, so a count is the only way to wait
 // for an earlier kernel and not the one just before. A count is safe from deadlock because a
 // kernel launches only once every block of the one before it has started (or triggered), so the
-// blocks it waits for are resident.
+// blocks it waits for are resident. A block that waits at its end keeps its multiprocessor slot
+// until the previous kernel completes: right for a kernel of one wave (the window attention), not
+// for one of many short blocks — qk_norm_rope's 5,120 blocks, each waiting at its end for a product
+// launched before them, stalled behind it (16 → 27.6 µs, docs/notes/cuda-stop45-2026-12-04.md).
 #pragma once
 
 #include <cuda_runtime.h>
