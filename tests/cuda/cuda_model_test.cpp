@@ -16,6 +16,7 @@
 #include "golden_model.h"
 #include "numerics.h"
 #include "test_files.h"
+#include "trained_gates_checkpoint.h"
 
 namespace bifocal {
 namespace {
@@ -91,6 +92,32 @@ TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp16) {
 
 TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
   expect_golden_logits_near_the_cpu("fp32", [](const std::string&) { return 1e-4; }, {32});
+}
+
+// The gates as a trained checkpoint has them (trained_gates_checkpoint.h: random, so that every
+// gate reaches the logits, which its CPU test checks). The golden models' neutral gates are zero
+// rows and hide where and how the device makes the gates; here a gate row lost or misplaced moves
+// the logits by far more than the bounds. Qwen2 adds a key bias.
+TEST_F(CudaModel, TrainedGatesMatchTheCpu) {
+  testing::ErrorLog log{"cuda vs cpu, random gates"};
+  for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied"}) {
+    testing::TempDir dir;
+    const auto checkpoint = testing::golden_with_random_gates(name, dir.path(), 20261204);
+    const auto tokens = testing::GoldenReference::load(name).full_sequence();
+    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv"}) {
+      SCOPED_TRACE(name + " " + mixer);
+      const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
+      const auto want = all_logits(cpu, tokens, 64);
+      for (const auto& [dtype, bound] :
+           {std::pair{std::string("fp32"), 1e-4}, std::pair{std::string("bf16"), bf16_bound(mixer)}}) {
+        const Model gpu = Model::load(checkpoint, on(mixer, "cuda", dtype));
+        for (const int chunk : {1, 7, 64}) {  // chunk 1: every token through the decode step
+          const double error = log.add(testing::relative_error(all_logits(gpu, tokens, chunk), want));
+          EXPECT_LT(error, bound) << dtype << ", chunk " << chunk;
+        }
+      }
+    }
+  }
 }
 
 // Prefill n then decode k one at a time = prefill n + k, on the device, for every mixer.

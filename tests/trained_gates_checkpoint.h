@@ -1,0 +1,91 @@
+// A golden model with the mixer tensors a trained Bifocal or mLSTM checkpoint carries (DESIGN.md
+// "Checkpoint conventions for mixer parameters"), filled with random values. The golden models have
+// none, so their gates take the neutral values (zero gate weights, the mix gate at −30): the
+// mLSTM's gates are then the same for every token and Bifocal's mLSTM branch never reaches the
+// output, which hides any mistake in where or how the gates are made.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "golden_model.h"
+#include "io/safetensors.h"
+
+namespace bifocal::testing {
+
+// Writes into `dir` the golden model `name` (its files copied, its weights listed by a new
+// model.safetensors.index.json) plus mixer.safetensors with, for every layer: learned sinks [Hq],
+// mLSTM input and forget gates for one state per KV head ([Hkv, hidden] and [Hkv]: `state=kv`
+// mixers only), and Bifocal's mix gate ([Hq, hidden], [Hq]). Gate weights ~ N(0, 0.02²): the
+// pre-activations spread ~0.02·√hidden·rms(x), ~0.2 for the golden models, mild enough that the
+// mLSTM's denominators stay well conditioned; forget biases 3 (a long memory), mix biases near 0
+// (both branches in the output), sinks ~ N(0, 1). Returns dir.
+inline std::filesystem::path golden_with_random_gates(const std::string& name, const std::filesystem::path& dir,
+                                                      std::uint32_t seed) {
+  namespace fs = std::filesystem;
+  using nlohmann::json;
+  const fs::path source = golden_model(name);
+  json weight_map = json::object();
+  for (const auto& entry : fs::directory_iterator(source)) {
+    const std::string file = entry.path().filename().string();
+    if (file == "model.safetensors") {  // listed under a new name: the index must be the only authority
+      fs::copy_file(entry.path(), dir / "weights.safetensors");
+      const auto weights = SafetensorsFile::open(entry.path());
+      for (const TensorView& view : weights->tensors()) weight_map[view.name] = "weights.safetensors";
+    } else if (file == "model.safetensors.index.json") {
+      std::ifstream in(entry.path());
+      const json index = json::parse(in);
+      for (const auto& [tensor, shard] : index.at("weight_map").items()) weight_map[tensor] = shard;
+    } else {
+      fs::copy_file(entry.path(), dir / file);
+    }
+  }
+  std::ifstream config_file(source / "config.json");
+  const json config = json::parse(config_file);
+  const int layers = config.at("num_hidden_layers"), hidden = config.at("hidden_size");
+  const int query_heads = config.at("num_attention_heads"), kv_heads = config.at("num_key_value_heads");
+
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> weight(0.0f, 0.02f), unit(0.0f, 1.0f);
+  json header = json::object();
+  std::string data;
+  auto add = [&](const std::string& tensor, std::vector<std::int64_t> shape, auto&& value) {
+    std::int64_t count = 1;
+    for (const auto dim : shape) count *= dim;
+    std::vector<float> values(count);
+    for (float& v : values) v = value();
+    const std::size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));  // little-endian host
+    header[tensor] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+    weight_map[tensor] = "mixer.safetensors";
+  };
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string prefix = "model.layers." + std::to_string(layer) + ".self_attn.";
+    add(prefix + "sinks", {query_heads}, [&] { return unit(rng); });
+    add(prefix + "mlstm.igate.weight", {kv_heads, hidden}, [&] { return weight(rng); });
+    add(prefix + "mlstm.igate.bias", {kv_heads}, [&] { return weight(rng); });
+    add(prefix + "mlstm.fgate.weight", {kv_heads, hidden}, [&] { return weight(rng); });
+    add(prefix + "mlstm.fgate.bias", {kv_heads}, [&] { return 3.0f + weight(rng); });
+    add(prefix + "mix_gate.weight", {query_heads, hidden}, [&] { return weight(rng); });
+    add(prefix + "mix_gate.bias", {query_heads}, [&] { return weight(rng); });
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  std::ofstream shard(dir / "mixer.safetensors", std::ios::binary);
+  const std::uint64_t header_size = header_text.size();
+  char size_bytes[8];
+  for (int i = 0; i < 8; ++i) size_bytes[i] = char((header_size >> (8 * i)) & 0xff);
+  shard.write(size_bytes, 8);
+  shard << header_text << data;
+  std::ofstream(dir / "model.safetensors.index.json") << json{{"weight_map", weight_map}}.dump();
+  return dir;
+}
+
+}  // namespace bifocal::testing

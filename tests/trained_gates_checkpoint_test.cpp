@@ -1,0 +1,46 @@
+// The random-gates checkpoint of trained_gates_checkpoint.h as the engine reads it: every mixer
+// tensor it writes is read (the model reports none untrained, the golden model every one), and the
+// gates move the logits well past the device tests' fp32 bound — which is what lets
+// tests/cuda/cuda_model_test.cpp's TrainedGatesMatchTheCpu see a gate the device lost or misplaced.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bifocal/model.h"
+#include "golden_model.h"
+#include "numerics.h"
+#include "test_files.h"
+#include "trained_gates_checkpoint.h"
+
+namespace bifocal {
+namespace {
+
+std::vector<float> all_logits(const Model& model, const std::vector<std::int32_t>& tokens) {
+  Session session = model.new_session(std::int64_t(tokens.size()), /*chunk=*/64);
+  std::vector<float> logits(tokens.size() * model.config().vocab_size);
+  model.forward(session, tokens, logits, /*all_logits=*/true);
+  return logits;
+}
+
+TEST(TrainedGatesCheckpoint, EveryGateIsReadAndMovesTheLogits) {
+  // A single-file checkpoint, one with a key bias, and a sharded one (its index merged).
+  for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"}) {
+    testing::TempDir dir;
+    const auto checkpoint = testing::golden_with_random_gates(name, dir.path(), 7);
+    const auto tokens = testing::GoldenReference::load(name).full_sequence();
+    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv"}) {
+      SCOPED_TRACE(name + " " + mixer);
+      ModelOptions options;
+      options.mixer = mixer;
+      const Model trained = Model::load(checkpoint, options);
+      const Model neutral = Model::load(testing::golden_model(name), options);
+      EXPECT_TRUE(trained.untrained_parameters().empty()) << trained.untrained_parameters().front();
+      EXPECT_FALSE(neutral.untrained_parameters().empty());
+      EXPECT_GT(testing::relative_error(all_logits(trained, tokens), all_logits(neutral, tokens)), 1e-2);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bifocal
