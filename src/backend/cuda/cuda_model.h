@@ -40,9 +40,6 @@ class CudaSession final : public DeviceSession {
   DeviceBuffer<float> group_squares;     // [hidden / 8] its sums of x² by groups of 8
   DeviceBuffer<float2> rope_rotation;    // [d/2] the decode step's RoPE (sin, cos), made by its embedding
   DeviceBuffer<float> queries, keys, values;
-  // [chunk, kv_width + G] prefill only, where a layer's mixer has G gate rows: the key product's raw
-  // output, the gates' pre-activations after each token's keys (CudaModel::run_layers)
-  DeviceBuffer<float> key_products;
   DeviceBuffer<T> attention;             // [chunk, Hq·d] the mixer output, o_proj's input
   DeviceBuffer<float> gate, up;          // [chunk, intermediate] (prefill only)
   DeviceBuffer<T> activation;            // [chunk, intermediate] silu(gate)·up, down_proj's input
@@ -98,8 +95,6 @@ class CudaModel final : public DeviceModel {
   // Uploads the decode step's input token and position unless the device already holds them.
   void upload_step_input(CudaSession<T>& s, std::int64_t position, std::int32_t token) const;
   void check_capacity(const CudaSession<T>& s, std::int64_t position, std::int64_t n) const;
-  // Moves layer l's mixer gate rows (if any) after its key projection's rows (see the .cpp).
-  void append_gate_rows_to_keys(int layer);
 
   ModelConfig config_;
   DeviceWeights<T> weights_;
