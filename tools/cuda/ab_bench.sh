@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# A/B of two or more builds in one device call: `bifocal bench` of each build in turn, round after
+# round, so that the machine's drift (clocks under the power cap, a neighbour) falls on every build
+# alike; then ab_summary.py's table (each build's rounds, medians, change against the first build,
+# and Bifocal's share of swa). Run on the GPU machine (device tool, `carry: [".gpu"]`), with bundles
+# from tools/cuda/pack_for_device.sh, e.g. main's build and an experiment's:
+#   bash tools/cuda/pack_for_device.sh /work/build-main .gpu/main.tar.xz
+#   bash tools/cuda/pack_for_device.sh /work/build-cuda .gpu/gates.tar.xz
+#   bash tools/cuda/ab_bench.sh main=.gpu/main.tar.xz gates=.gpu/gates.tar.xz
+# Settings (environment): ROUNDS (2), CONTEXTS (1k,2k,4k,16k), SHAPES (qwen3-4b qwen3.5-4b-like),
+# METRIC (prefill; or decode), BENCH_ARGS (--gen 8 --repeat 3), OUT (a folder for the runs and
+# ab.md; the device tool's $OUT when set). Each shape runs swa:window=576,sink=learned and the
+# issue's Bifocal for it (window 448 for qwen3-4b, 320 for qwen3.5-4b-like; MIXERS replaces both).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [ $# -lt 1 ]; then
+  echo "usage: tools/cuda/ab_bench.sh NAME=BUNDLE [NAME=BUNDLE ...]" >&2
+  exit 2
+fi
+rounds=${ROUNDS:-2}
+contexts=${CONTEXTS:-1k,2k,4k,16k}
+shapes=${SHAPES:-qwen3-4b qwen3.5-4b-like}
+bench_args=${BENCH_ARGS:---gen 8 --repeat 3}
+out=${OUT:-/tmp/ab_bench}/ab
+mkdir -p "$out"
+names=()
+for pair in "$@"; do
+  name=${pair%%=*} bundle=${pair#*=}
+  if [ "$name" = "$pair" ] || [ -z "$name" ] || [[ "$name" == *.* ]] || [ ! -f "$bundle" ]; then
+    echo "ab_bench: '$pair' is not NAME=BUNDLE with a NAME free of dots and an existing bundle file" >&2
+    exit 2
+  fi
+  names+=("$name")
+done
+printf '%s\n' "${names[@]}" > "$out/builds.txt"
+
+mixers_for() {
+  if [ -n "${MIXERS:-}" ]; then echo "$MIXERS"; return; fi
+  case $1 in
+    qwen3.5-4b-like) echo "--mixer swa:window=576,sink=learned --mixer bifocal:window=320,state=kv" ;;
+    *) echo "--mixer swa:window=576,sink=learned --mixer bifocal:window=448,state=kv" ;;
+  esac
+}
+
+for round in $(seq 1 "$rounds"); do
+  for pair in "$@"; do
+    name=${pair%%=*} bundle=${pair#*=}
+    for shape in $shapes; do
+      run="$out/$name.${shape//./_}.$round"
+      mkdir -p "$run"
+      start=$(date +%s)
+      BUNDLE=$bundle bash tools/cuda/run_on_device.sh \
+        "\$BUILD/bifocal bench --shape $shape $(mixers_for "$shape") --context $contexts $bench_args --out $run" \
+        > "$run/log.txt" 2>&1 || echo "ab_bench: $name $shape round $round failed (see $run/log.txt)" >&2
+      echo "round $round/$rounds: $name $shape ($(($(date +%s) - start)) s)" >&2
+    done
+  done
+done
+python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" | tee "$out/ab.md"

@@ -1,0 +1,90 @@
+"""ab_summary.py on hand-made run folders: medians, changes against the first build, the share of
+the first mixer, the builds' order, and the errors for folders it cannot read."""
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab_summary  # noqa: E402
+
+SWA, BIFOCAL = "swa:window=576,sink=learned", "bifocal:window=448,state=kv"
+
+
+def row(mixer, context, prefill, decode=400.0):
+    return {"mixer": mixer, "context": context, "prefill_tokens_per_second": prefill,
+            "decode_tokens_per_second": decode}
+
+
+class AbSummaryTest(unittest.TestCase):
+    def setUp(self):
+        self.directory = tempfile.TemporaryDirectory()
+        self.root = self.directory.name
+
+    def tearDown(self):
+        self.directory.cleanup()
+
+    def write_run(self, name, rows):
+        os.makedirs(os.path.join(self.root, name))
+        with open(os.path.join(self.root, name, "bench.json"), "w") as f:
+            json.dump({"rows": rows}, f)
+
+    def write_two_builds(self):
+        # base: swa 60000 / 62000, Bifocal 51000 / 53000 at 1K -> medians 61000, 52000.
+        self.write_run("base.qwen3-4b.1", [row(SWA, 1024, 60000), row(BIFOCAL, 1024, 51000)])
+        self.write_run("base.qwen3-4b.2", [row(SWA, 1024, 62000), row(BIFOCAL, 1024, 53000)])
+        # new: the same swa, Bifocal 54000 / 56000 -> median 55000: +5.8%.
+        self.write_run("new.qwen3-4b.1", [row(SWA, 1024, 60000), row(BIFOCAL, 1024, 54000)])
+        self.write_run("new.qwen3-4b.2", [row(SWA, 1024, 62000), row(BIFOCAL, 1024, 56000)])
+
+    def test_medians_changes_and_shares(self):
+        self.write_two_builds()
+        runs, builds = ab_summary.read_runs(self.root)
+        self.assertEqual(builds, ["base", "new"])
+        table = ab_summary.summarise(runs, builds)
+        self.assertIn(f"| {BIFOCAL} | 1K | base | 51000 / 53000 | 52000 |  |", table)
+        self.assertIn(f"| {BIFOCAL} | 1K | new | 54000 / 56000 | 55000 | +5.8% |", table)
+        self.assertIn(f"| {SWA} | 1K | new | 60000 / 62000 | 61000 | +0.0% |", table)
+        self.assertIn("| base | 85.2% |", table)  # 52000 / 61000
+        self.assertIn("| new | 90.2% |", table)   # 55000 / 61000
+        # swa's rows come before Bifocal's, as the bench ran them.
+        self.assertLess(table.index(f"| {SWA} | 1K | base"), table.index(f"| {BIFOCAL} | 1K | base"))
+
+    def test_builds_txt_orders_the_builds(self):
+        self.write_two_builds()
+        with open(os.path.join(self.root, "builds.txt"), "w") as f:
+            f.write("new\nbase\n")
+        runs, builds = ab_summary.read_runs(self.root)
+        self.assertEqual(builds, ["new", "base"])
+        table = ab_summary.summarise(runs, builds)
+        self.assertIn(f"| {BIFOCAL} | 1K | base | 51000 / 53000 | 52000 | -5.5% |", table)
+
+    def test_decode_metric(self):
+        self.write_run("a.qwen3-4b.1", [row(SWA, 2048, 60000, decode=380.0)])
+        self.write_run("b.qwen3-4b.1", [row(SWA, 2048, 60000, decode=399.0)])
+        runs, builds = ab_summary.read_runs(self.root)
+        table = ab_summary.summarise(runs, builds, "decode")
+        self.assertIn(f"| {SWA} | 2K | b | 399 | 399 | +5.0% |", table)
+
+    def test_rows_without_the_metric_are_left_out(self):
+        self.write_run("a.qwen3-4b.1", [row(SWA, 1024, None), row(BIFOCAL, 1024, 50000)])
+        runs, builds = ab_summary.read_runs(self.root)
+        table = ab_summary.summarise(runs, builds)
+        self.assertNotIn(f"| {SWA} |", table)
+        self.assertIn(f"| {BIFOCAL} | 1K | a | 50000 | 50000 |  |", table)
+
+    def test_unreadable_folders_are_errors_naming_them(self):
+        with redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(ab_summary.main([self.root]), 1)
+        self.assertIn("no BUILD.SHAPE.ROUND/bench.json", err.getvalue())
+        self.write_run("badname", [row(SWA, 1024, 1.0)])
+        with redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(ab_summary.main([self.root]), 1)
+        self.assertIn("badname: expected a run folder named BUILD.SHAPE.ROUND", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
