@@ -16,7 +16,7 @@
 #include "golden_model.h"
 #include "numerics.h"
 #include "test_files.h"
-#include "trained_gates_checkpoint.h"
+#include "random_mixer_checkpoint.h"
 
 namespace bifocal {
 namespace {
@@ -94,17 +94,19 @@ TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
   expect_golden_logits_near_the_cpu("fp32", [](const std::string&) { return 1e-4; }, {32});
 }
 
-// The gates as a trained checkpoint has them (trained_gates_checkpoint.h: random, so that every
-// gate reaches the logits, which its CPU test checks). The golden models' neutral gates are zero
-// rows and hide where and how the device makes the gates; here a gate row lost or misplaced moves
-// the logits by far more than the bounds. Qwen2 adds a key bias.
-TEST_F(CudaModel, TrainedGatesMatchTheCpu) {
-  testing::ErrorLog log{"cuda vs cpu, random gates"};
+// Mixer tensors as a trained checkpoint has them (random_mixer_checkpoint.h: random, so that each
+// reaches the logits, which its CPU test checks). The golden models' neutral values (zero gate rows,
+// the mix gate at −30, no sink mass, identity feature maps) hide where and how the device makes and
+// reads them; here a gate row or sink lost or misplaced moves the logits far past the bounds.
+// Qwen2 adds a key bias.
+TEST_F(CudaModel, RandomMixerTensorsMatchTheCpu) {
+  testing::ErrorLog log{"cuda vs cpu, random mixer tensors"};
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_gates(name, dir.path(), 20261204);
+    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), 20261204);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv"}) {
+    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv",
+                                    "swa:window=16,sink=learned", "linear:feature=hedgehog", "lolcats:window=16"}) {
       SCOPED_TRACE(name + " " + mixer);
       const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
       const auto want = all_logits(cpu, tokens, 64);

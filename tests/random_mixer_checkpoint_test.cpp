@@ -1,7 +1,8 @@
-// The random-gates checkpoint of trained_gates_checkpoint.h as the engine reads it: every mixer
-// tensor it writes is read (the model reports none untrained, the golden model every one), and the
-// gates move the logits well past the device tests' fp32 bound — which is what lets
-// tests/cuda/cuda_model_test.cpp's TrainedGatesMatchTheCpu see a gate the device lost or misplaced.
+// The random checkpoint of random_mixer_checkpoint.h as the engine reads it: every mixer tensor a
+// mixer needs is read (the model reports none untrained, the golden model some), and the tensors
+// move the logits well past the device tests' fp32 bound (relative change 0.02–1.3) — which is what
+// lets tests/cuda/cuda_model_test.cpp's RandomMixerTensorsMatchTheCpu see a tensor the device lost,
+// misplaced or misread.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,7 +12,7 @@
 #include "golden_model.h"
 #include "numerics.h"
 #include "test_files.h"
-#include "trained_gates_checkpoint.h"
+#include "random_mixer_checkpoint.h"
 
 namespace bifocal {
 namespace {
@@ -23,13 +24,14 @@ std::vector<float> all_logits(const Model& model, const std::vector<std::int32_t
   return logits;
 }
 
-TEST(TrainedGatesCheckpoint, EveryGateIsReadAndMovesTheLogits) {
+TEST(RandomMixerCheckpoint, EveryTensorIsReadAndMovesTheLogits) {
   // A single-file checkpoint, one with a key bias, and a sharded one (its index merged).
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_gates(name, dir.path(), 7);
+    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), 7);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv"}) {
+    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv",
+                                    "swa:window=16,sink=learned", "linear:feature=hedgehog", "lolcats:window=16"}) {
       SCOPED_TRACE(name + " " + mixer);
       ModelOptions options;
       options.mixer = mixer;

@@ -1,8 +1,9 @@
-// A golden model with the mixer tensors a trained Bifocal or mLSTM checkpoint carries (DESIGN.md
-// "Checkpoint conventions for mixer parameters"), filled with random values. The golden models have
-// none, so their gates take the neutral values (zero gate weights, the mix gate at −30): the
-// mLSTM's gates are then the same for every token and Bifocal's mLSTM branch never reaches the
-// output, which hides any mistake in where or how the gates are made.
+// A golden model with the mixer tensors a trained checkpoint carries (DESIGN.md "Checkpoint
+// conventions for mixer parameters"), filled with random values. The golden models have none, so
+// their mixers take the neutral values (zero gate weights, the mix gate at −30, no sink mass,
+// identity feature maps, LoLCATs' window factor at 10): the mLSTM's gates are then the same for
+// every token and Bifocal's mLSTM branch never reaches the output, which hides any mistake in
+// where or how the device makes or reads them.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,14 @@ namespace bifocal::testing {
 // Writes into `dir` the golden model `name` (its files copied, its weights listed by a new
 // model.safetensors.index.json) plus mixer.safetensors with, for every layer: learned sinks [Hq],
 // mLSTM input and forget gates for one state per KV head ([Hkv, hidden] and [Hkv]: `state=kv`
-// mixers only), and Bifocal's mix gate ([Hq, hidden], [Hq]). Gate weights ~ N(0, 0.02²): the
+// mixers only), Bifocal's mix gate ([Hq, hidden], [Hq]), the hedgehog feature maps ([Hkv, d, 64],
+// ~ N(0, 0.1²) in place of the identity) and LoLCATs' window factors ([Hq], ~ N(0, 1) in place of
+// 10, which leaves the window alone). Gate weights ~ N(0, 0.02²): the
 // pre-activations spread ~0.02·√hidden·rms(x), ~0.2 for the golden models, mild enough that the
 // mLSTM's denominators stay well conditioned; forget biases 3 (a long memory), mix biases near 0
 // (both branches in the output), sinks ~ N(0, 1). Returns dir.
-inline std::filesystem::path golden_with_random_gates(const std::string& name, const std::filesystem::path& dir,
-                                                      std::uint32_t seed) {
+inline std::filesystem::path golden_with_random_mixer_tensors(const std::string& name,
+                                                              const std::filesystem::path& dir, std::uint32_t seed) {
   namespace fs = std::filesystem;
   using nlohmann::json;
   const fs::path source = golden_model(name);
@@ -51,6 +54,7 @@ inline std::filesystem::path golden_with_random_gates(const std::string& name, c
   const json config = json::parse(config_file);
   const int layers = config.at("num_hidden_layers"), hidden = config.at("hidden_size");
   const int query_heads = config.at("num_attention_heads"), kv_heads = config.at("num_key_value_heads");
+  const int head_dim = config.value("head_dim", hidden / query_heads);
 
   std::mt19937 rng(seed);
   std::normal_distribution<float> weight(0.0f, 0.02f), unit(0.0f, 1.0f);
@@ -75,6 +79,8 @@ inline std::filesystem::path golden_with_random_gates(const std::string& name, c
     add(prefix + "mlstm.fgate.bias", {kv_heads}, [&] { return 3.0f + weight(rng); });
     add(prefix + "mix_gate.weight", {query_heads, hidden}, [&] { return weight(rng); });
     add(prefix + "mix_gate.bias", {query_heads}, [&] { return weight(rng); });
+    add(prefix + "feature_map.weight", {kv_heads, head_dim, 64}, [&] { return 0.1f * unit(rng); });
+    add(prefix + "window_factor", {query_heads}, [&] { return unit(rng); });
   }
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
