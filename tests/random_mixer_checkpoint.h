@@ -21,6 +21,17 @@
 
 namespace bifocal::testing {
 
+// The mixers that read every tensor golden_with_random_mixer_tensors writes (the mLSTM's gates for
+// state=kv), and the seed the tests use: the CPU test checks that with this seed these mixers'
+// logits move, so the device test comparing them with the CPU can see a tensor lost on the way.
+inline const std::vector<std::string>& random_tensor_mixers() {
+  static const std::vector<std::string> mixers{"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv",
+                                               "swa:window=16,sink=learned", "linear:feature=hedgehog",
+                                               "lolcats:window=16"};
+  return mixers;
+}
+inline constexpr std::uint32_t kRandomMixerTensorsSeed = 7;
+
 // Writes into `dir` the golden model `name` (its files copied, its weights listed by a new
 // model.safetensors.index.json) plus mixer.safetensors with, for every layer: learned sinks [Hq],
 // mLSTM input and forget gates for one state per KV head ([Hkv, hidden] and [Hkv]: `state=kv`

@@ -28,10 +28,9 @@ TEST(RandomMixerCheckpoint, EveryTensorIsReadAndMovesTheLogits) {
   // A single-file checkpoint, one with a key bias, and a sharded one (its index merged).
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), 7);
+    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv",
-                                    "swa:window=16,sink=learned", "linear:feature=hedgehog", "lolcats:window=16"}) {
+    for (const std::string& mixer : testing::random_tensor_mixers()) {
       SCOPED_TRACE(name + " " + mixer);
       ModelOptions options;
       options.mixer = mixer;

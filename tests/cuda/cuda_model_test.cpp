@@ -103,10 +103,9 @@ TEST_F(CudaModel, RandomMixerTensorsMatchTheCpu) {
   testing::ErrorLog log{"cuda vs cpu, random mixer tensors"};
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), 20261204);
+    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "mlstm:state=kv",
-                                    "swa:window=16,sink=learned", "linear:feature=hedgehog", "lolcats:window=16"}) {
+    for (const std::string& mixer : testing::random_tensor_mixers()) {
       SCOPED_TRACE(name + " " + mixer);
       const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
       const auto want = all_logits(cpu, tokens, 64);
