@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -37,10 +36,10 @@ inline constexpr std::uint32_t kRandomMixerTensorsSeed = 7;
 // mLSTM input and forget gates for one state per KV head ([Hkv, hidden] and [Hkv]: `state=kv`
 // mixers only), Bifocal's mix gate ([Hq, hidden], [Hq]), the hedgehog feature maps ([Hkv, d, 64],
 // ~ N(0, 0.1²) in place of the identity) and LoLCATs' window factors ([Hq], ~ N(0, 1) in place of
-// 10, which leaves the window alone). Gate weights ~ N(0, 0.02²): the
-// pre-activations spread ~0.02·√hidden·rms(x), ~0.2 for the golden models, mild enough that the
-// mLSTM's denominators stay well conditioned; forget biases 3 (a long memory), mix biases near 0
-// (both branches in the output), sinks ~ N(0, 1). Returns dir.
+// 10, which leaves the window alone). Gate weights ~ N(0, 0.02²): the pre-activations spread
+// ~0.02·√hidden·rms(x), ~0.2 for the golden models, mild enough that the mLSTM's denominators stay
+// well conditioned; forget biases 3 (a long memory), mix biases near 0 (both branches in the
+// output), sinks ~ N(0, 1). Returns dir.
 inline std::filesystem::path golden_with_random_mixer_tensors(const std::string& name,
                                                               const std::filesystem::path& dir, std::uint32_t seed) {
   namespace fs = std::filesystem;
