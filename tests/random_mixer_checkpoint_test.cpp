@@ -11,8 +11,8 @@
 #include "bifocal/model.h"
 #include "golden_model.h"
 #include "numerics.h"
-#include "test_files.h"
 #include "random_mixer_checkpoint.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -28,7 +28,8 @@ TEST(RandomMixerCheckpoint, EveryTensorIsReadAndMovesTheLogits) {
   // A single-file checkpoint, one with a key bias, and a sharded one (its index merged).
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
+    const auto checkpoint =
+        testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
     for (const std::string& mixer : testing::random_tensor_mixers()) {
       SCOPED_TRACE(name + " " + mixer);

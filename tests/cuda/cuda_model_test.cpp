@@ -15,8 +15,8 @@
 #include "cuda/greedy_decode.h"
 #include "golden_model.h"
 #include "numerics.h"
-#include "test_files.h"
 #include "random_mixer_checkpoint.h"
+#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -103,7 +103,8 @@ TEST_F(CudaModel, RandomMixerTensorsMatchTheCpu) {
   testing::ErrorLog log{"cuda vs cpu, random mixer tensors"};
   for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied"}) {
     testing::TempDir dir;
-    const auto checkpoint = testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
+    const auto checkpoint =
+        testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
     const auto tokens = testing::GoldenReference::load(name).full_sequence();
     for (const std::string& mixer : testing::random_tensor_mixers()) {
       SCOPED_TRACE(name + " " + mixer);
