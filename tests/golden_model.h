@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,15 @@ inline std::filesystem::path golden_qwen3_with_infinite_final_norm(const std::fi
   file.seekp(std::streamoff(offset));
   for (std::uint64_t at = 0; at < bytes; at += 2) file.write("\x80\x7f", 2);  // bf16 +inf
   return dir;
+}
+
+// Logits of every token of `tokens`, prefilled from a fresh session in chunks of `chunk`. The
+// session has a few positions to spare, as one that decodes on would.
+inline std::vector<float> all_token_logits(const Model& model, std::span<const std::int32_t> tokens, int chunk = 64) {
+  Session session = model.new_session(std::int64_t(tokens.size()) + 8, chunk);
+  std::vector<float> logits(tokens.size() * std::size_t(model.config().vocab_size));
+  model.forward(session, tokens, logits, /*all_logits=*/true);
+  return logits;
 }
 
 // HF's outputs for one fixture: prompt ids, 16 greedy ids, float64-exact logits of the whole

@@ -33,11 +33,8 @@ TEST_P(ModelParity, EveryLogitMatchesHF) {
   const Model model = Model::load(golden_model(GetParam()));
   const auto reference = GoldenReference::load(GetParam());
   ASSERT_EQ(reference.vocab, model.config().vocab_size);
-  const auto sequence = reference.full_sequence();
-  Session session = model.new_session(std::int64_t(sequence.size()), /*chunk=*/64);
-  std::vector<float> logits(sequence.size() * reference.vocab);
-  model.forward(session, sequence, logits, /*all_logits=*/true);
-  EXPECT_LE(max_abs_difference(logits, reference.logits), 1e-4) << GetParam();
+  EXPECT_LE(max_abs_difference(testing::all_token_logits(model, reference.full_sequence()), reference.logits), 1e-4)
+      << GetParam();
 }
 
 TEST_P(ModelParity, GreedyTokensMatchHF) {
