@@ -1,8 +1,8 @@
 // Can one persistent kernel stream a decode step's weights closer to the bandwidth limit than a
 // chain of launches? Qwen3-4B's decode reaches 68.6% of its roofline; its products stream at
 // 87–98% of the bandwidth where they run, and the rest is the latency between them (norms,
-// attention, launch boundaries: docs/performance.md's ablation). A megakernel would replace the
-// ~250 launches of a step by grid-wide barriers inside one kernel, streaming the next product's
+// attention, launch boundaries: the ablation in docs/performance/history.md). A megakernel would
+// replace the ~250 launches of a step by grid-wide barriers inside one kernel, streaming the next product's
 // weights while it waits. This probe measures that skeleton before anyone builds it.
 //
 // The chain: Qwen3-4B's per-layer products (q+k+v 6,144 × 2,560, o 2,560 × 4,096, gate+up
