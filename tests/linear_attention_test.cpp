@@ -12,6 +12,7 @@
 #include "allocation_counter.h"
 #include "backend/cpu/linear_attention.h"
 #include "backend/cpu/linear_reference.h"
+#include "linear_test_inputs.h"
 
 namespace bifocal {
 namespace {
@@ -19,6 +20,9 @@ namespace {
 using testing::relative_error;
 using testing::random_vector;
 using testing::ErrorLog;
+using testing::concatenate;
+using testing::describe;
+using Inputs = testing::LinearInputs;
 
 using cpu::FeatureMap;
 using cpu::LinearShape;
@@ -30,19 +34,6 @@ struct OwnedLinearState {
     cpu::linear_reset(shape, view());  // NaN first, so a reset that misses an entry shows
   }
   cpu::LinearState view() { return {matrix.data(), normalizer.data()}; }
-};
-
-// Random q, k, v for n tokens and a random hedgehog W (different per KV head).
-struct Inputs {
-  std::vector<float> weight, q, k, v;
-  Inputs(const LinearShape& shape, int n, std::mt19937& rng, float scale = 1.0f) {
-    if (shape.feature == FeatureMap::Hedgehog)
-      weight = random_vector(std::size_t(shape.kv_heads) * shape.head_dim * cpu::kHedgehogWidth, rng, 0.3f);
-    q = random_vector(std::size_t(n) * shape.query_heads * shape.head_dim, rng, scale);
-    k = random_vector(std::size_t(n) * shape.kv_heads * shape.head_dim, rng, scale);
-    v = random_vector(std::size_t(n) * shape.kv_heads * shape.head_dim, rng);
-  }
-  const float* w() const { return weight.empty() ? nullptr : weight.data(); }
 };
 
 std::vector<float> run_recurrent(const LinearShape& shape, const Inputs& in, int first, int n, OwnedLinearState& state) {
@@ -62,17 +53,6 @@ std::vector<float> run_chunkwise(const LinearShape& shape, const Inputs& in, int
   cpu::linear_attention_chunkwise(shape, in.w(), in.q.data() + q_offset, in.k.data() + kv_offset,
                                   in.v.data() + kv_offset, n, chunk, state.view(), out.data());
   return out;
-}
-
-std::vector<float> concatenate(std::vector<float> a, const std::vector<float>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::string describe(const LinearShape& shape) {
-  return std::string(shape.feature == FeatureMap::Elu1 ? "elu1" : "hedgehog") + " Hq=" +
-         std::to_string(shape.query_heads) + " Hkv=" + std::to_string(shape.kv_heads) +
-         " d=" + std::to_string(shape.head_dim);
 }
 
 // GQA (Hq = 4, Hkv = 2) and MHA, both feature maps.

@@ -14,6 +14,7 @@
 #include "backend/cpu/linear_reference.h"
 #include "backend/cpu/lolcats.h"
 #include "backend/cpu/reference_kernels.h"
+#include "linear_test_inputs.h"
 
 namespace bifocal {
 namespace {
@@ -21,6 +22,8 @@ namespace {
 using testing::relative_error;
 using testing::random_vector;
 using testing::ErrorLog;
+using testing::concatenate;
+using testing::describe;
 
 using cpu::FeatureMap;
 using cpu::LinearShape;
@@ -38,18 +41,11 @@ struct OwnedLolcatsState {
   cpu::LolcatsState view() { return {keys.data(), values.data(), {matrix.data(), normalizer.data()}, &tokens_seen}; }
 };
 
-// Random q, k, v for n tokens, a random hedgehog W (different per KV head) and window factors.
-struct Inputs {
-  std::vector<float> weight, window_factor, q, k, v;
-  Inputs(const LinearShape& shape, int n, std::mt19937& rng, float scale = 1.0f) {
-    if (shape.feature == FeatureMap::Hedgehog)
-      weight = random_vector(std::size_t(shape.kv_heads) * shape.head_dim * cpu::kHedgehogWidth, rng, 0.3f);
-    window_factor = random_vector(shape.query_heads, rng, 2.0f);
-    q = random_vector(std::size_t(n) * shape.query_heads * shape.head_dim, rng, scale);
-    k = random_vector(std::size_t(n) * shape.kv_heads * shape.head_dim, rng, scale);
-    v = random_vector(std::size_t(n) * shape.kv_heads * shape.head_dim, rng);
-  }
-  const float* w() const { return weight.empty() ? nullptr : weight.data(); }
+// A linear layer's random inputs plus random window factors (one per query head).
+struct Inputs : testing::LinearInputs {
+  std::vector<float> window_factor;
+  Inputs(const LinearShape& shape, int n, std::mt19937& rng, float scale = 1.0f)
+      : LinearInputs(shape, n, rng, scale), window_factor(random_vector(shape.query_heads, rng, 2.0f)) {}
 };
 
 enum class Form { StepByStep, Prefill };
@@ -66,17 +62,6 @@ std::vector<float> run(Form form, const LinearShape& shape, int window, const In
   else
     cpu::lolcats_prefill(shape, window, in.w(), in.window_factor.data(), q, k, v, n, state.view(), out.data());
   return out;
-}
-
-std::vector<float> concatenate(std::vector<float> a, const std::vector<float>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-std::string describe(const LinearShape& shape) {
-  return std::string(shape.feature == FeatureMap::Elu1 ? "elu1" : "hedgehog") + " Hq=" +
-         std::to_string(shape.query_heads) + " Hkv=" + std::to_string(shape.kv_heads) +
-         " d=" + std::to_string(shape.head_dim);
 }
 
 // GQA (Hq = 4, Hkv = 2) and MHA, both feature maps.

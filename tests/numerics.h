@@ -17,6 +17,12 @@ inline std::vector<float> random_vector(std::size_t size, std::mt19937& rng, flo
   return values;
 }
 
+// a followed by b: the outputs of two calls that continue one state, to compare with one call.
+inline std::vector<float> concatenate(std::vector<float> a, const std::vector<float>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // ‖got − want‖ / ‖want‖, infinite when got holds a NaN or an infinity.
 inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double difference = 0, norm = 0;
