@@ -23,21 +23,34 @@ std::vector<MixerSpec> every_layer(const ModelConfig& config, const std::string&
 TEST(BenchTraffic, Qwen3FourBWeightsAndCacheByHand) {
   const ModelConfig c = synthetic_model_config("qwen3-4b");
   EXPECT_EQ(transformer_weight_bytes(c, 2), 8'044'936'192u);
-  // swa(576) at 256K: every layer reads its 576 cached tokens of 4 KiB and writes one.
+  // swa(576) at 256K: every layer reads its 576 cached tokens of 4 KiB and writes one, and its
+  // 32 learned sinks (fp32) as weights.
   const DecodeTraffic swa = decode_traffic(c, every_layer(c, "swa:window=576,sink=learned"), 262'144, 2);
-  EXPECT_EQ(swa.weight_bytes, 8'044'936'192u);
+  EXPECT_EQ(swa.weight_bytes, 8'044'936'192u + 36u * 32 * 4);
+  EXPECT_EQ(decode_traffic(c, every_layer(c, "swa:window=576,sinks=4"), 262'144, 2).weight_bytes, 8'044'936'192u);
   EXPECT_EQ(swa.cache_read_bytes, 36u * 576 * 4096);
   EXPECT_EQ(swa.cache_write_bytes, 36u * 4096);
   // full at 1K: the 1,024 cached tokens and the new one are read.
   const DecodeTraffic full = decode_traffic(c, every_layer(c, "full"), 1024, 2);
   EXPECT_EQ(full.cache_read_bytes, 36u * 1025 * 4096);
   // bifocal(448, kv): 448 tokens, 8 states of 128×128 fp32 (+ normalizer, stabilizer) read and
-  // written, and the mLSTM and mix gates (2·8 + 32 rows of 2560 + bias) as weights.
+  // written, and the mLSTM and mix gates (2·8 + 32 rows of 2560 + bias) and the learned sinks as weights.
   const DecodeTraffic bifocal = decode_traffic(c, every_layer(c, "bifocal:window=448,state=kv"), 100'000, 2);
   const std::size_t state = 8 * (128 * 128 + 128 + 1) * 4;
   EXPECT_EQ(bifocal.cache_read_bytes, 36u * (448 * 4096 + state));
   EXPECT_EQ(bifocal.cache_write_bytes, 36u * (4096 + state));
-  EXPECT_EQ(bifocal.weight_bytes, 8'044'936'192u + 36u * 48 * 2561 * 2);
+  EXPECT_EQ(bifocal.weight_bytes, 8'044'936'192u + 36u * (48 * 2561 * 2 + 32 * 4));
+  // linear with hedgehog features: a 2·64-feature state per KV head (8 × (128·128 + 128) fp32) and
+  // the fp32 feature maps [8, 128, 64]; elu1 has no map. LoLCATs adds 64 window tokens and its 32
+  // window factors.
+  const std::size_t feature_map = 8 * 128 * 64 * 4;
+  const DecodeTraffic hedgehog = decode_traffic(c, every_layer(c, "linear:feature=hedgehog"), 4096, 2);
+  EXPECT_EQ(hedgehog.weight_bytes, 8'044'936'192u + 36u * feature_map);
+  EXPECT_EQ(hedgehog.cache_read_bytes, 36u * 8 * (128 * 128 + 128) * 4);
+  EXPECT_EQ(decode_traffic(c, every_layer(c, "linear:feature=elu1"), 4096, 2).weight_bytes, 8'044'936'192u);
+  const DecodeTraffic lolcats = decode_traffic(c, every_layer(c, "lolcats:window=64"), 4096, 2);
+  EXPECT_EQ(lolcats.weight_bytes, 8'044'936'192u + 36u * (feature_map + 32 * 4));
+  EXPECT_EQ(lolcats.cache_read_bytes, 36u * (64 * 4096 + 8 * (128 * 128 + 128) * 4));
 }
 
 TEST(BenchShapes, SyntheticConfigsAndUnknownNames) {

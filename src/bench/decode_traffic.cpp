@@ -1,9 +1,12 @@
 #include "bench/decode_traffic.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "bifocal/budget.h"
 #include "bifocal/error.h"
+#include "mixer/mixer_parameters.h"
 
 namespace bifocal {
 
@@ -32,6 +35,14 @@ std::size_t gate_rows(const MixerSpec& spec, const LayerShape& shape) {
   }
 }
 
+// Mixer parameters the device keeps in fp32 and reads every token (cuda/device_mixer.h): learned
+// sinks [Hq], hedgehog feature maps [Hkv, d, 64], LoLCATs' window factors [Hq]. Their neutral
+// values have the trained ones' shapes, so the loader with no checkpoint sizes them.
+std::size_t fp32_parameter_bytes(const MixerSpec& spec, const LayerShape& shape, int hidden) {
+  const MixerParameters neutral = MixerParameters::load(spec, shape, hidden, /*layer=*/0, /*store=*/nullptr);
+  return (neutral.sinks.size() + neutral.feature_map.size() + neutral.window_factor.size()) * sizeof(float);
+}
+
 }  // namespace
 
 DecodeTraffic decode_traffic(const ModelConfig& c, const std::vector<MixerSpec>& layer_mixers, std::int64_t context,
@@ -40,7 +51,12 @@ DecodeTraffic decode_traffic(const ModelConfig& c, const std::vector<MixerSpec>&
   DecodeTraffic traffic;
   traffic.weight_bytes = transformer_weight_bytes(c, element_bytes);
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
+  std::vector<std::pair<MixerSpec, std::size_t>> parameter_bytes;  // per distinct spec: layers mostly share one
   for (const MixerSpec& spec : layer_mixers) {
+    auto known = std::find_if(parameter_bytes.begin(), parameter_bytes.end(), [&](const auto& p) { return p.first == spec; });
+    if (known == parameter_bytes.end())
+      known = parameter_bytes.insert(parameter_bytes.end(), {spec, fp32_parameter_bytes(spec, shape, c.hidden_size)});
+    traffic.weight_bytes += known->second;
     const MixerMemory memory = mixer_memory(spec, shape, context + 1, element_bytes);
     // The new token is written, then every visible cached token (itself included) is read.
     const std::int64_t visible = std::min<std::int64_t>(memory.cached_tokens, context + 1);

@@ -14,7 +14,8 @@
 namespace bifocal {
 
 struct DecodeTraffic {
-  std::size_t weight_bytes = 0;       // every matrix once (the LM head included), norms, mixer gates
+  std::size_t weight_bytes = 0;       // every matrix once (the LM head included), norms, mixer gates and
+                                      // the fp32 mixer parameters (sinks, feature maps, window factors)
   std::size_t cache_read_bytes = 0;   // visible cached keys/values, states read
   std::size_t cache_write_bytes = 0;  // the new token's key/value, states written back
   std::size_t total() const { return weight_bytes + cache_read_bytes + cache_write_bytes; }
