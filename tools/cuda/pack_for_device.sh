@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the CUDA configuration here (nvcc 13, no GPU needed) and packs what the GPU machine lacks
-# into .gpu/bundle.tar.xz: the two binaries and their build directory (~5 MB). The Debian shared
-# libraries they link (the GPU machine has CUDA and cuBLAS but none of OpenBLAS, PCRE2, utf8proc,
-# fmt) go once into .gpu/libs.tar.xz (~5.5 MB), shared by every bundle, so that three builds fit
-# the 64 MiB a device call carries. The device side is tools/cuda/run_on_device.sh. Usage:
+# into .gpu/bundle.tar.xz: the CLI, the CPU and the CUDA test binaries, and their build directory
+# (~8 MB). The Debian shared libraries they link (the GPU machine has CUDA and cuBLAS but none of
+# OpenBLAS, PCRE2, utf8proc, fmt) go once into .gpu/libs.tar.xz (~5.5 MB), shared by every bundle,
+# so that three builds fit the 64 MiB a device call carries. The device side is
+# tools/cuda/run_on_device.sh. Usage:
 # tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda] [BUNDLE=.gpu/bundle.tar.xz] — a
 # second bundle (another branch's build) lets one device call run both.
 set -euo pipefail
@@ -14,7 +15,7 @@ cmake -S . -B "$build" -DBIFOCAL_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
 stage=$(mktemp -d)
 mkdir -p "$stage/bin"
-cp "$build/bifocal" "$build/bifocal_tests" "$stage/bin/"
+cp "$build/bifocal" "$build/bifocal_tests" "$build/bifocal_cuda_tests" "$stage/bin/"
 # The CUPTI timeline library (kernel_timeline.sh) and the CUPTI it links, where the build made it.
 if [ -e "$build/libbifocal_timeline.so" ]; then
   cp "$build/libbifocal_timeline.so" "$stage/bin/"

@@ -3,7 +3,7 @@
 # pack_for_device.sh, and the shared libraries beside it (libs.tar.xz, unless the bundle holds its
 # own lib/), so that the binaries find their absolute paths (the build directory and the source
 # tree as they were here), then runs the command given, e.g.
-#   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_tests --gtest_filter=Cuda*'
+#   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_cuda_tests 2>&1 | tail -5'     (every GPU test)
 # BUNDLE=.gpu/other.tar.xz picks another bundle (pack_for_device.sh's second argument); calls with
 # different bundles in one device call run one build after the other.
 set -euo pipefail
