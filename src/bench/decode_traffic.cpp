@@ -53,7 +53,8 @@ DecodeTraffic decode_traffic(const ModelConfig& c, const std::vector<MixerSpec>&
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
   std::vector<std::pair<MixerSpec, std::size_t>> parameter_bytes;  // per distinct spec: layers mostly share one
   for (const MixerSpec& spec : layer_mixers) {
-    auto known = std::find_if(parameter_bytes.begin(), parameter_bytes.end(), [&](const auto& p) { return p.first == spec; });
+    auto known = std::find_if(parameter_bytes.begin(), parameter_bytes.end(),
+                              [&](const auto& entry) { return entry.first == spec; });
     if (known == parameter_bytes.end())
       known = parameter_bytes.insert(parameter_bytes.end(), {spec, fp32_parameter_bytes(spec, shape, c.hidden_size)});
     traffic.weight_bytes += known->second;
