@@ -21,11 +21,12 @@ inline std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-// `bifocal ARGUMENTS < stdin_file STDERR`; stderr "2>&1" merges it into the output.
+// `ENVIRONMENT bifocal ARGUMENTS < stdin_file STDERR`; stderr "2>&1" merges it into the output, and
+// environment ("NAME=value …", through env(1)) sets variables for that run only.
 inline CommandResult run_cli(const std::string& arguments, const std::string& stdin_file = "/dev/null",
-                             const std::string& stderr_redirect = "2>&1") {
-  const std::string command =
-      std::string(BIFOCAL_CLI_PATH) + " " + arguments + " < " + shell_quote(stdin_file) + " " + stderr_redirect;
+                             const std::string& stderr_redirect = "2>&1", const std::string& environment = "") {
+  const std::string command = (environment.empty() ? "" : "env " + environment + " ") + std::string(BIFOCAL_CLI_PATH) +
+                              " " + arguments + " < " + shell_quote(stdin_file) + " " + stderr_redirect;
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   std::array<char, 4096> buffer;

@@ -11,6 +11,7 @@
 
 #include "bifocal/budget.h"
 #include "bifocal/model.h"
+#include "cli_runner.h"
 #include "cuda/cuda_test_support.h"
 #include "cuda/greedy_decode.h"
 #include "golden_model.h"
@@ -262,6 +263,22 @@ TEST_F(CudaModel, FullAttentionPastTheSessionCapacityIsAnError) {
   std::vector<float> logits(gpu.config().vocab_size);
   const std::vector<std::int32_t> tokens(9, 3);
   testing::expect_error([&] { gpu.forward(session, tokens, logits); }, {"session", "holds 8 tokens"});
+}
+
+// With no GPU visible (CUDA_VISIBLE_DEVICES empty here; a CUDA build on a machine without one alike),
+// a command on the device is one error line naming the flag, exit status 1: not cuBLAS's "library
+// was not initialized", which came first before the device check did. Runs with and without a GPU.
+TEST(CudaModelErrors, NoVisibleDeviceIsOneClearError) {
+  const std::string model = golden_model("qwen3_bf16").string();
+  for (const std::string command :
+       {"generate --model " + model + " --backend cuda --prompt hi --max-tokens 1",
+        std::string("bench --shape paper-fig2 --mixer full --context 1k --gen 1 --repeat 1")}) {
+    const auto result = testing::run_cli(command, "/dev/null", "2>&1", "CUDA_VISIBLE_DEVICES=");
+    EXPECT_EQ(result.exit_code, 1) << command << "\n" << result.output;
+    EXPECT_NE(result.output.find("--backend cuda: no CUDA device is visible"), std::string::npos)
+        << command << "\n" << result.output;
+    EXPECT_EQ(result.output.find("cuBLAS"), std::string::npos) << result.output;
+  }
 }
 
 }  // namespace

@@ -48,17 +48,30 @@ std::size_t CudaSession<T>::workspace_bytes() const {
 
 // ---- the model -------------------------------------------------------------------------------
 
-template <typename T>
-CudaModel<T>::CudaModel(const DeviceModelSource& source) : config_(*source.config) {
+namespace {
+
+// The name of device 0, once it is known to be there and to run this build's sm_90a code; a clear
+// error otherwise (without this check first, cuBLAS's "library was not initialized" is the message).
+std::string require_supported_device() {
   int device_count = 0;
-  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0)
-    fail("--backend cuda", "no CUDA device is visible");
+  const cudaError_t status = cudaGetDeviceCount(&device_count);
+  if (status != cudaSuccess)
+    fail("--backend cuda", std::string("no CUDA device is visible (") + cudaGetErrorString(status) + ")");
+  if (device_count == 0) fail("--backend cuda", "no CUDA device is visible");
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
-  device_name_ = properties.name;
+  const std::string name = properties.name;
   if (properties.major < 9)
-    fail("--backend cuda", device_name_ + " is compute capability " + std::to_string(properties.major) + "." +
+    fail("--backend cuda", name + " is compute capability " + std::to_string(properties.major) + "." +
                                std::to_string(properties.minor) + "; this build targets sm_90a (H100/H200)");
+  return name;
+}
+
+}  // namespace
+
+template <typename T>
+CudaModel<T>::CudaModel(const DeviceModelSource& source)
+    : device_name_(require_supported_device()), config_(*source.config) {
   const auto& c = config_;
   if (c.head_dim % 8 != 0 || c.head_dim > 256)
     fail("--backend cuda", "head_dim " + std::to_string(c.head_dim) + " is not a multiple of 8 up to 256");

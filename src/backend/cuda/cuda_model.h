@@ -96,13 +96,15 @@ class CudaModel final : public DeviceModel {
   void upload_step_input(CudaSession<T>& s, std::int64_t position, std::int32_t token) const;
   void check_capacity(const CudaSession<T>& s, std::int64_t position, std::int64_t n) const;
 
+  // First, so that a missing or unsupported GPU is reported before cuBLAS or an allocation fails
+  // with a message of its own (members are initialised in this order).
+  std::string device_name_;
   ModelConfig config_;
   DeviceWeights<T> weights_;
   std::vector<DeviceMixer<T>> mixers_;
   DeviceBuffer<float> rope_inv_freq_;
   CublasHandle cublas_;
   cudaStream_t stream_ = nullptr;
-  std::string device_name_;
 };
 
 }  // namespace bifocal::cuda
