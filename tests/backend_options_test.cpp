@@ -84,6 +84,11 @@ TEST(BackendOptions, BenchRejectsBadArgumentsBeforeRunning) {
   EXPECT_NE(occurrence.exit_code, 0);
   EXPECT_NE(occurrence.output.find("--ablate: 'gemv#3/3': I in NAME#I/N must be below N"), std::string::npos)
       << occurrence.output;
+  // An --out that cannot be written fails at the start, not after the benchmark's minutes of work.
+  const auto out = testing::run_cli("bench --shape qwen3-4b --mixer full --context 1k --out /proc/no-such-dir/bench");
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.output.find("/proc/no-such-dir/bench: cannot create the output directory"), std::string::npos)
+      << out.output;
 }
 
 }  // namespace

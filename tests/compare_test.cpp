@@ -361,6 +361,21 @@ const char kText[] =
 const std::string kModel = golden_model("qwen3_bf16").string();
 const char* const kDefaultMixers[] = {"full", "swa:window=64,sink=none", "swa:window=64,sinks=4", "swa:window=256,sinks=4"};
 
+// An --out that cannot be a directory (a file is there) fails before any text is scored: the
+// error names it, and no windows or table are printed.
+TEST(CompareCli, AnUnusableOutDirectoryFailsBeforeTheRun) {
+  testing::TempDir dir;
+  const auto text = dir.write("text.txt", kText);
+  const auto taken = dir.write("taken", "a file, not a directory");
+  const auto result = run_cli("compare --model " + quote(kModel) + " --text " + quote(text.string()) +
+                              " --context 64 --buckets 0,16,32,64 --out " + quote((taken / "report").string()));
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find((taken / "report").string() + ": cannot create the output directory"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("windows"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("| mixer |"), std::string::npos) << result.output;
+}
+
 TEST(CompareCli, TableJsonAndSvgForTheDefaultMixers) {
   testing::TempDir dir;
   const auto text = dir.write("text.txt", kText);

@@ -64,6 +64,7 @@ Run add_bench_command(CLI::App& app) {
   return [flags] {
     BenchFlags& f = *flags;
     f.options.contexts = parse_contexts(f.contexts);
+    if (!f.out.empty()) prepare_report_directory(f.out);
     BenchReport report = run_bench(f.options, [](const std::string& line) { std::fprintf(stderr, "bifocal: %s\n", line.c_str()); });
     report.command_line = command_line(f);
     std::fputs(bench_markdown(report).c_str(), stdout);

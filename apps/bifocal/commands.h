@@ -39,6 +39,10 @@ bool runs_past_max_positions(const bifocal::Model& model);
 // Quotes s for a POSIX shell (reports record the command that made them).
 std::string shell_quote(const std::string& s);
 
+// Creates `dir` and checks that a file can be written in it, so that a long run with an unusable
+// --out fails at its start, not after its work; the error names the path.
+void prepare_report_directory(const std::string& dir);
+
 // Writes each (file name, content) into `dir`, creating it; errors name the path. Prints one
 // line listing the files on standard error.
 void write_report_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files);

@@ -163,6 +163,7 @@ Run add_compare_command(CLI::App& app) {
       for (const char* text : kDefaultMixers) specs.push_back(MixerSpec::parse(text));
     std::vector<std::string> texts;
     for (const auto& path : f.texts) texts.push_back(read_text_file(path));
+    if (!f.out.empty()) prepare_report_directory(f.out);
 
     const Tokenizer tokenizer = Tokenizer::from_dir(f.model);
     CompareReport report;

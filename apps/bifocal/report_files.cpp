@@ -16,10 +16,26 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-void write_report_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+namespace {
+
+void create_report_directory(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) fail(dir, "cannot create the output directory: " + error.message());
+}
+
+}  // namespace
+
+void prepare_report_directory(const std::string& dir) {
+  create_report_directory(dir);
+  const std::filesystem::path probe = std::filesystem::path(dir) / ".bifocal-write-check";
+  if (!std::ofstream(probe, std::ios::binary)) fail(dir, "cannot write in the output directory");
+  std::error_code ignored;
+  std::filesystem::remove(probe, ignored);
+}
+
+void write_report_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  create_report_directory(dir);
   std::string names;
   for (const auto& [name, content] : files) {
     const std::filesystem::path path = std::filesystem::path(dir) / name;
