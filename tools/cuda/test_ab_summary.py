@@ -1,8 +1,10 @@
 """ab_summary.py on hand-made run folders: medians, changes against the first build, the share of
-the first mixer, the builds' order, and the errors for folders it cannot read."""
+the first mixer, the builds' order, and the errors for folders it cannot read; and ab_bench.sh's
+refusal of arguments that are not NAME=BUNDLE."""
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -84,6 +86,28 @@ class AbSummaryTest(unittest.TestCase):
         with redirect_stderr(io.StringIO()) as err:
             self.assertEqual(ab_summary.main([self.root]), 1)
         self.assertIn("badname: expected a run folder named BUILD.SHAPE.ROUND", err.getvalue())
+
+
+class AbBenchArgumentsTest(unittest.TestCase):
+    """ab_bench.sh refuses what is not NAME=BUNDLE before it runs anything (no GPU needed)."""
+
+    def run_ab_bench(self, *arguments):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ab_bench.sh")
+        with tempfile.TemporaryDirectory() as out:
+            return subprocess.run(["bash", script, *arguments], capture_output=True, text=True,
+                                  env={**os.environ, "OUT": out})
+
+    def test_no_argument_is_the_usage(self):
+        run = self.run_ab_bench()
+        self.assertEqual(run.returncode, 2)
+        self.assertIn("usage: tools/cuda/ab_bench.sh NAME=BUNDLE", run.stderr)
+
+    def test_malformed_pairs_are_named(self):
+        with tempfile.NamedTemporaryFile(suffix=".tar.xz") as bundle:
+            for pair in ["main", "=" + bundle.name, "a.b=" + bundle.name, "main=/no/such/bundle.tar.xz"]:
+                run = self.run_ab_bench(pair)
+                self.assertEqual(run.returncode, 2, pair)
+                self.assertIn("'%s' is not NAME=BUNDLE" % pair, run.stderr)
 
 
 if __name__ == "__main__":
