@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include "golden_model.h"
 #include "io/safetensors.h"
+#include "test_files.h"
 
 namespace bifocal::testing {
 
@@ -102,6 +104,21 @@ inline std::filesystem::path golden_with_random_mixer_tensors(const std::string&
   shard << header_text << data;
   std::ofstream(dir / "model.safetensors.index.json") << json{{"weight_map", weight_map}}.dump();
   return dir;
+}
+
+// For each golden model in `names`, written with random mixer tensors (kRandomMixerTensorsSeed), and
+// each of random_tensor_mixers(): body(name, checkpoint, tokens, mixer), under a trace naming both.
+template <typename Body>
+void for_each_random_mixer_checkpoint(std::initializer_list<const char*> names, Body body) {
+  for (const std::string name : names) {
+    TempDir dir;
+    const auto checkpoint = golden_with_random_mixer_tensors(name, dir.path(), kRandomMixerTensorsSeed);
+    const auto tokens = GoldenReference::load(name).full_sequence();
+    for (const std::string& mixer : random_tensor_mixers()) {
+      SCOPED_TRACE(name + " " + mixer);
+      body(name, checkpoint, tokens, mixer);
+    }
+  }
 }
 
 }  // namespace bifocal::testing

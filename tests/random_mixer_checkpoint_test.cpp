@@ -12,7 +12,6 @@
 #include "golden_model.h"
 #include "numerics.h"
 #include "random_mixer_checkpoint.h"
-#include "test_files.h"
 
 namespace bifocal {
 namespace {
@@ -21,23 +20,19 @@ using testing::all_token_logits;
 
 TEST(RandomMixerCheckpoint, EveryTensorIsReadAndMovesTheLogits) {
   // A single-file checkpoint, one with a key bias, and a sharded one (its index merged).
-  for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"}) {
-    testing::TempDir dir;
-    const auto checkpoint =
-        testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
-    const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string& mixer : testing::random_tensor_mixers()) {
-      SCOPED_TRACE(name + " " + mixer);
-      ModelOptions options;
-      options.mixer = mixer;
-      const Model trained = Model::load(checkpoint, options);
-      const Model neutral = Model::load(testing::golden_model(name), options);
-      EXPECT_TRUE(trained.untrained_parameters().empty()) << trained.untrained_parameters().front();
-      EXPECT_FALSE(neutral.untrained_parameters().empty());
-      const double moved = testing::relative_error(all_token_logits(trained, tokens), all_token_logits(neutral, tokens));
-      EXPECT_GT(moved, 1e-2);
-    }
-  }
+  testing::for_each_random_mixer_checkpoint(
+      {"qwen3_bf16", "qwen2_fp32_tied", "llama_fp32_sharded"},
+      [](const std::string& name, const auto& checkpoint, const auto& tokens, const std::string& mixer) {
+        ModelOptions options;
+        options.mixer = mixer;
+        const Model trained = Model::load(checkpoint, options);
+        const Model neutral = Model::load(testing::golden_model(name), options);
+        EXPECT_TRUE(trained.untrained_parameters().empty()) << trained.untrained_parameters().front();
+        EXPECT_FALSE(neutral.untrained_parameters().empty());
+        const double moved =
+            testing::relative_error(all_token_logits(trained, tokens), all_token_logits(neutral, tokens));
+        EXPECT_GT(moved, 1e-2);
+      });
 }
 
 }  // namespace

@@ -96,25 +96,20 @@ TEST_F(CudaModel, GoldenLogitsMatchTheCpuForEveryMixerInFp32) {
 // Qwen2 adds a key bias.
 TEST_F(CudaModel, RandomMixerTensorsMatchTheCpu) {
   testing::ErrorLog log{"cuda vs cpu, random mixer tensors"};
-  for (const std::string name : {"qwen3_bf16", "qwen2_fp32_tied"}) {
-    testing::TempDir dir;
-    const auto checkpoint =
-        testing::golden_with_random_mixer_tensors(name, dir.path(), testing::kRandomMixerTensorsSeed);
-    const auto tokens = testing::GoldenReference::load(name).full_sequence();
-    for (const std::string& mixer : testing::random_tensor_mixers()) {
-      SCOPED_TRACE(name + " " + mixer);
-      const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
-      const auto want = all_token_logits(cpu, tokens, 64);
-      for (const auto& [dtype, bound] :
-           {std::pair{std::string("fp32"), 1e-4}, std::pair{std::string("bf16"), bf16_bound(mixer)}}) {
-        const Model gpu = Model::load(checkpoint, on(mixer, "cuda", dtype));
-        for (const int chunk : {1, 7, 64}) {  // chunk 1: every token through the decode step
-          const double error = log.add(testing::relative_error(all_token_logits(gpu, tokens, chunk), want));
-          EXPECT_LT(error, bound) << dtype << ", chunk " << chunk;
+  testing::for_each_random_mixer_checkpoint(
+      {"qwen3_bf16", "qwen2_fp32_tied"},
+      [&](const std::string&, const auto& checkpoint, const auto& tokens, const std::string& mixer) {
+        const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
+        const auto want = all_token_logits(cpu, tokens, 64);
+        for (const auto& [dtype, bound] :
+             {std::pair{std::string("fp32"), 1e-4}, std::pair{std::string("bf16"), bf16_bound(mixer)}}) {
+          const Model gpu = Model::load(checkpoint, on(mixer, "cuda", dtype));
+          for (const int chunk : {1, 7, 64}) {  // chunk 1: every token through the decode step
+            const double error = log.add(testing::relative_error(all_token_logits(gpu, tokens, chunk), want));
+            EXPECT_LT(error, bound) << dtype << ", chunk " << chunk;
+          }
         }
-      }
-    }
-  }
+      });
 }
 
 // Prefill n then decode k one at a time = prefill n + k, on the device, for every mixer.
