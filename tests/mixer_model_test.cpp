@@ -9,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 #include <string_view>
-#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +16,7 @@
 #include "bifocal/model.h"
 #include "bifocal/sampler.h"
 #include "golden_model.h"
+#include "safetensors_writer.h"
 #include "test_files.h"
 
 namespace bifocal {
@@ -157,22 +157,8 @@ TEST(MixerSelection, ConfigSectionPerLayerOverridesAndBudget) {
 namespace bifocal {
 namespace {
 
-// Writes a safetensors file of F32 tensors (name, shape, values).
-void write_f32_safetensors(const std::filesystem::path& path,
-                           const std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<float>>>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  std::size_t offset = 0;
-  for (const auto& [name, shape, values] : tensors) {
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + values.size() * 4}}};
-    offset += values.size() * 4;
-  }
-  const std::string text = header.dump();
-  std::ofstream out(path, std::ios::binary);
-  const std::uint64_t length = text.size();
-  out.write(reinterpret_cast<const char*>(&length), 8);
-  out << text;
-  for (const auto& [name, shape, values] : tensors) out.write(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-}
+using testing::F32Tensor;
+using testing::write_f32_safetensors;
 
 // DESIGN.md: a learned sink's value comes from the checkpoint (`model.layers.i.self_attn.sinks`,
 // gpt-oss's name); here as a second shard next to the model's own weights.
@@ -185,10 +171,10 @@ TEST(MixerParametersFromCheckpoint, LearnedSinksAreReadAndUsed) {
   const auto original = SafetensorsFile::open(golden_model("qwen3_bf16") / "model.safetensors");
   nlohmann::json weight_map = nlohmann::json::object();
   for (const auto& tensor : original->tensors()) weight_map[tensor.name] = "model-00001-of-00002.safetensors";
-  std::vector<std::tuple<std::string, std::vector<std::int64_t>, std::vector<float>>> sinks;
+  std::vector<F32Tensor> sinks;
   for (int layer = 0; layer < 2; ++layer) {
     const std::string name = "model.layers." + std::to_string(layer) + ".self_attn.sinks";
-    sinks.emplace_back(name, std::vector<std::int64_t>{4}, std::vector<float>{2.0f, -1.0f, 0.5f, 3.0f});
+    sinks.push_back({name, {4}, {2.0f, -1.0f, 0.5f, 3.0f}});
     weight_map[name] = "model-00002-of-00002.safetensors";
   }
   write_f32_safetensors(dir.path() / "model-00002-of-00002.safetensors", sinks);

@@ -12,12 +12,14 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "golden_model.h"
 #include "io/safetensors.h"
+#include "safetensors_writer.h"
 #include "test_files.h"
 
 namespace bifocal::testing {
@@ -70,16 +72,13 @@ inline std::filesystem::path golden_with_random_mixer_tensors(const std::string&
 
   std::mt19937 rng(seed);
   std::normal_distribution<float> weight(0.0f, 0.02f), unit(0.0f, 1.0f);
-  json header = json::object();
-  std::string data;
+  std::vector<F32Tensor> tensors;
   auto add = [&](const std::string& tensor, std::vector<std::int64_t> shape, auto&& value) {
     std::int64_t count = 1;
     for (const auto dim : shape) count *= dim;
     std::vector<float> values(count);
     for (float& v : values) v = value();
-    const std::size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));  // little-endian host
-    header[tensor] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+    tensors.push_back({tensor, std::move(shape), std::move(values)});
     weight_map[tensor] = "mixer.safetensors";
   };
   for (int layer = 0; layer < layers; ++layer) {
@@ -94,14 +93,7 @@ inline std::filesystem::path golden_with_random_mixer_tensors(const std::string&
     add(prefix + "feature_map.weight", {kv_heads, head_dim, 64}, [&] { return 0.1f * unit(rng); });
     add(prefix + "window_factor", {query_heads}, [&] { return unit(rng); });
   }
-  std::string header_text = header.dump();
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  std::ofstream shard(dir / "mixer.safetensors", std::ios::binary);
-  const std::uint64_t header_size = header_text.size();
-  char size_bytes[8];
-  for (int i = 0; i < 8; ++i) size_bytes[i] = char((header_size >> (8 * i)) & 0xff);
-  shard.write(size_bytes, 8);
-  shard << header_text << data;
+  write_f32_safetensors(dir / "mixer.safetensors", tensors);
   std::ofstream(dir / "model.safetensors.index.json") << json{{"weight_map", weight_map}}.dump();
   return dir;
 }
