@@ -223,7 +223,9 @@ void TensorView::copy_to_f32(std::span<float> out) const {
   const std::byte* data = bytes.data();
   switch (dtype) {
     case DType::F32:
-      std::memcpy(out.data(), data, count * sizeof(float));
+      // An empty tensor's view and destination may both be null, and memcpy from null is undefined
+      // even for 0 bytes (UBSan).
+      if (count > 0) std::memcpy(out.data(), data, count * sizeof(float));
       return;
     case DType::F16:
       for (std::size_t i = 0; i < count; ++i) out[i] = f16_to_f32(load_element<std::uint16_t>(data + 2 * i));
