@@ -78,6 +78,8 @@ TEST(LongGenerationTask, BadFilesAreNamedWithTheirLine) {
   const testing::TempDir dir;
   const auto bad_json = dir.write("bad.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{oops\n");
   testing::expect_error([&] { read_gsm8k(bad_json); }, {"bad.jsonl:2", "malformed JSON"});
+  const auto overflow = dir.write("overflow.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\", \"n\": -1e999}\n");
+  testing::expect_error([&] { read_gsm8k(overflow); }, {"overflow.jsonl:1", "malformed JSON", "number overflow"});
   const auto no_answer = dir.write("no_answer.jsonl", "{\"question\": \"q\"}\n");
   testing::expect_error([&] { read_gsm8k(no_answer); }, {"no_answer.jsonl:1", "no \"answer\" field"});
   const auto not_string = dir.write("number.jsonl", "{\"id\": 3, \"problem\": \"p\", \"answer\": \"1\"}\n");

@@ -94,6 +94,10 @@ TEST(ModelConfigErrors, MalformedJsonAndMissingFile) {
   dir.write("config.json", "{\"vocab_size\": 3,");
   expect_error([&] { ModelConfig::from_dir(dir.path()); }, {(dir.path() / "config.json").string(), "malformed JSON"});
   expect_error([&] { ModelConfig::from_dir(dir.path() / "nope"); }, {"nope", "model directory not found"});
+  // Valid syntax, but a number no double holds: nlohmann's out_of_range, reported like a parse error.
+  dir.write("config.json", "{\"vocab_size\": 3, \"rope_theta\": 1e400}");
+  expect_error([&] { ModelConfig::from_dir(dir.path()); },
+               {(dir.path() / "config.json").string(), "malformed JSON", "number overflow"});
 }
 
 // A real checkpoint with its config edited so the weights no longer fit it.

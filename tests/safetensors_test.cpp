@@ -343,6 +343,14 @@ TEST_F(SafetensorsBadInput, HeaderNotJson) {
   EXPECT_TRUE(rejects("not_json.safetensors", R"({"a": {"dtype": "F32", )", 0, {"header", "not valid JSON"}));
 }
 
+// A number past a double's range is valid JSON syntax but not parseable (nlohmann throws
+// out_of_range, not parse_error): still one error naming the file, never std::terminate (found by
+// scripts/fuzz.sh).
+TEST_F(SafetensorsBadInput, HeaderNumberPastADoublesRange) {
+  EXPECT_TRUE(rejects("overflow.safetensors", R"({"w": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 4]}})", 4,
+                      {"header", "not valid JSON", "number overflow"}));
+}
+
 TEST_F(SafetensorsBadInput, HeaderNotAnObject) {
   EXPECT_TRUE(rejects("array.safetensors", "[1, 2, 3]", 0, {"header must be a JSON object", "array"}));
 }

@@ -17,7 +17,7 @@ std::vector<JsonlRecord> read_jsonl_records(const std::filesystem::path& file) {
     JsonlRecord record{.value = {}, .line = number, .where = file.string() + ":" + std::to_string(number)};
     try {
       record.value = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
       fail(record.where, std::string("malformed JSON (") + e.what() + ")");
     }
     if (!record.value.is_object()) fail(record.where, "expected a JSON object");

@@ -15,7 +15,7 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   buffer << in.rdbuf();
   try {
     return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     fail(path.string(), std::string("malformed JSON (") + e.what() + ")");
   }
 }

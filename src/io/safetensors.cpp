@@ -87,7 +87,7 @@ json parse_header(std::string_view text, const std::string& where) {
   json header;
   try {
     header = json::parse(text.begin(), text.end(), watch_keys);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     fail(where, std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) fail(where, std::string("header must be a JSON object, not ") + header.type_name());
