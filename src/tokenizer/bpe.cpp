@@ -92,7 +92,11 @@ BpeModel BpeModel::from_json(const nlohmann::json& spec, const std::string& wher
   const nlohmann::json& merges = json_array(spec, "merges", where);
   model.merges_.reserve(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto [left, right] = parse_merge(merges[rank], rank, where);
+    // Not a structured binding: id_of captures these, which clang before 16 refuses for bindings
+    // (Debian 12's clang 14 builds scripts/fuzz.sh).
+    const auto merge = parse_merge(merges[rank], rank, where);
+    const std::string& left = merge.first;
+    const std::string& right = merge.second;
     auto id_of = [&](const std::string& token) {
       const auto id = model.token_id(token);
       if (!id)
