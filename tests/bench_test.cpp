@@ -66,10 +66,14 @@ TEST(BenchShapes, SyntheticConfigsAndUnknownNames) {
 TEST(BenchContexts, ParsesSuffixesSortsAndRejectsGarbage) {
   EXPECT_EQ(parse_contexts("8k,1k,1024,300"), (std::vector<std::int64_t>{300, 1024, 8192}));
   for (const char* bad : {"", "1k,", "x", "-4", "0", "1.5k"}) testing::expect_error([&] { parse_contexts(bad); }, {"--context"});
+  // Past 2^30 tokens, and where value × 1024 would overflow int64.
+  EXPECT_EQ(parse_contexts("1048576k,1073741824"), (std::vector<std::int64_t>{std::int64_t(1) << 30}));
+  for (const char* huge : {"1048577k", "1073741825", "9223372036854775807k"})
+    testing::expect_error([&] { parse_contexts(huge); }, {"--context", "more than 2^30 tokens"});
 }
 
 // The options are checked before any device work: a CPU build refuses them by name too.
-TEST(BenchOptions, APrefillChunkBelowOneTokenIsRefusedByName) {
+TEST(BenchOptions, PrefillChunkBelowOneAndNegativeMaxPrefillAreRefusedByName) {
   BenchOptions options;
   options.shape = "qwen3-4b";
   options.mixers = {"swa:window=576,sink=learned"};
@@ -78,6 +82,9 @@ TEST(BenchOptions, APrefillChunkBelowOneTokenIsRefusedByName) {
     options.prefill_chunk = chunk;
     testing::expect_error([&] { run_bench(options, [](const std::string&) {}); }, {"--prefill-chunk", std::to_string(chunk)});
   }
+  options.prefill_chunk = 4096;
+  options.max_prefill = -1;
+  testing::expect_error([&] { run_bench(options, [](const std::string&) {}); }, {"--max-prefill", "-1"});
 }
 
 TEST(BenchReport, RooflineRatioSpreadAndFiles) {

@@ -37,6 +37,11 @@ std::vector<std::int64_t> parse_contexts(const std::string& text) {
     }
     if (item.empty() || used != item.size() || value <= 0)
       fail("--context", "'" + text + "' is not a comma-separated list of positive token counts (e.g. 1k,8k,32k)");
+    // A bound far past any device's memory for a cache, and far inside int64 once the sizes of
+    // the caches are multiplied out (value * scale itself overflowed for 9223372036854775807k).
+    constexpr std::int64_t kMostTokens = std::int64_t(1) << 30;
+    if (value > kMostTokens / scale)
+      fail("--context", "'" + item + (scale > 1 ? "k" : "") + "' is more than 2^30 tokens (1048576k)");
     contexts.push_back(value * scale);
     begin = end + 1;
   }
@@ -107,6 +112,7 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   if (options.contexts.empty()) fail("--context", "give at least one context length");
   if (options.generated_tokens < 1) fail("--gen", "must be at least 1");
   if (options.repeats < 1) fail("--repeat", "must be at least 1");
+  if (options.max_prefill < 0) fail("--max-prefill", "must be 0 (no prefill timed) or more, got " + std::to_string(options.max_prefill));
   if (options.prefill_chunk < 1) fail("--prefill-chunk", "must be at least 1 token, got " + std::to_string(options.prefill_chunk));
   for (const auto& mixer : options.mixers) MixerSpec::parse(mixer);  // every spec checked before any run
   for (const auto& kernel : options.ablate_kernels) parse_kernel_selection(kernel);  // NAME[#I[/N]][+…]
