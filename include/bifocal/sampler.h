@@ -22,7 +22,11 @@ inline constexpr const char* kNonFiniteLogitsCause =
     "the model's activations overflowed (under --dtype fp16, past fp16's ±65,504: try --dtype bf16) or its weights "
     "hold NaN or inf";
 
-// Validates params (throws bifocal::Error naming the flag) and owns the buffers sampling needs,
+// Throws bifocal::Error naming the flag (--temperature, --top-k, --top-p) for a value sampling
+// cannot use. The CPU Sampler and the CUDA device sampler both check with it.
+void check_sampling_params(const SamplingParams& params);
+
+// Validates params (check_sampling_params) and owns the buffers sampling needs,
 // so sample() allocates nothing. Order as in HF's logits processors: temperature, top-k, top-p.
 class Sampler {
  public:

@@ -12,10 +12,14 @@ std::int32_t argmax(std::span<const float> logits) {
   return std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params), rng_(params.seed) {
+void check_sampling_params(const SamplingParams& params) {
   if (!std::isfinite(params.temperature)) fail("--temperature", "must be a finite number");
   if (params.top_k < 0) fail("--top-k", "must be >= 0, got " + std::to_string(params.top_k));
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) fail("--top-p", "must be in (0, 1], got " + std::to_string(params.top_p));
+}
+
+Sampler::Sampler(const SamplingParams& params, int vocab_size) : params_(params), rng_(params.seed) {
+  check_sampling_params(params);
   candidates_.resize(vocab_size);
 }
 

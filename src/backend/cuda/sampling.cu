@@ -459,14 +459,6 @@ void launch_top_k_top_p(const float* logits, int vocab, int k, DrawParams params
                    step, out_token);
 }
 
-// The CPU Sampler's checks and messages (src/runtime/sampler.cpp).
-void check_params(const SamplingParams& params) {
-  if (!std::isfinite(params.temperature)) fail("--temperature", "must be a finite number");
-  if (params.top_k < 0) fail("--top-k", "must be >= 0, got " + std::to_string(params.top_k));
-  if (!(params.top_p > 0.0f && params.top_p <= 1.0f))
-    fail("--top-p", "must be in (0, 1], got " + std::to_string(params.top_p));
-}
-
 }  // namespace
 
 std::size_t sampling_workspace_bytes(int vocab) {
@@ -476,7 +468,7 @@ std::size_t sampling_workspace_bytes(int vocab) {
 void sample_logits(const float* logits, int vocab, const SamplingParams& params, std::uint64_t* step,
                    void* workspace, std::int32_t* out_token, cudaStream_t stream) {
   check_logits("sample_logits", logits, vocab);
-  check_params(params);
+  check_sampling_params(params);  // the CPU Sampler's checks and messages
   const int k = params.top_k > 0 ? std::min(params.top_k, vocab) : vocab;
   if (params.temperature <= 0.0f || k == 1) {
     launch_argmax<false>(logits, vocab, GumbelNoise{}, workspace, out_token, step, stream);
