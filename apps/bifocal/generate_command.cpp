@@ -35,7 +35,7 @@ Run add_generate_command(CLI::App& app) {
   command->add_option("-p,--prompt", flags->prompt, "Prompt text; '-' reads standard input");
   command->add_option("-f,--prompt-file", flags->prompt_file, "Read the prompt from this file ('-': standard input)");
   command->add_option("-n,--max-tokens", flags->max_tokens, "Most tokens to generate")->capture_default_str();
-  command->add_option("--temperature", flags->temperature, "Softmax temperature; 0 picks the most likely token (greedy)")
+  command->add_option("--temperature", flags->temperature, "Softmax temperature; 0 (or below) picks the most likely token (greedy)")
       ->capture_default_str();
   command->add_option("--top-k", flags->top_k, "Sample among the k most likely tokens; 0 = no limit")->capture_default_str();
   command->add_option("--top-p", flags->top_p, "Sample among the most likely tokens whose probability adds up to p (nucleus)")
