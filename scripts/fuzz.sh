@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the inputs users hand the engine (tests/fuzz/: safetensors files, config.json, mixer
-# specs, tokenizer.json, text to encode) with libFuzzer, AddressSanitizer and UBSan.
+# specs, tokenizer.json, text to encode, eval's task and results files, the flags it parses itself)
+# with libFuzzer, AddressSanitizer and UBSan.
 #   scripts/fuzz.sh [SECONDS] [TARGET...]   each target runs SECONDS (default 60); all by default
 # Builds with clang into build-fuzz/ (needs Debian's `clang`), seeds each target from the shipped
 # fixtures, and keeps what it learns in build-fuzz/corpus/TARGET. A finding stops its target and
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_safetensors fuzz_model_config fuzz_mixer_spec fuzz_tokenizer_json fuzz_tokenizer_text)
+((${#targets[@]})) || targets=(fuzz_safetensors fuzz_model_config fuzz_mixer_spec fuzz_tokenizer_json fuzz_tokenizer_text
+                               fuzz_eval_files fuzz_cli_values)
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 1; }
 
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -37,6 +39,25 @@ i=0
 for text in "Hello world" "  leading spaces and\ttabs\n" "héllo wörld ñ 日本語 😀" "<|endoftext|>x" "a1234567 b"; do
   for pick in 0 1 2 3 4 5; do printf "\\x0$pick%s" "$text" >"build-fuzz/corpus/fuzz_tokenizer_text/seed-$((i++))"; done
 done
+
+# The eval readers and the flag parsers take a first byte that picks the reader (the targets' order).
+picked() {  # picked TARGET PICK NAME: standard input, after the byte PICK, as a seed
+  { printf "\\x0$2"; cat; } >"build-fuzz/corpus/$1/seed-$3"
+}
+mkdir -p build-fuzz/corpus/fuzz_eval_files build-fuzz/corpus/fuzz_cli_values
+picked fuzz_eval_files 0 gsm8k <tests/eval/gsm8k/test.jsonl
+picked fuzz_eval_files 1 aime <tests/eval/math_competitions/aime_2024.jsonl
+picked fuzz_eval_files 2 hmmt <tests/eval/math_competitions/hmmt_feb_2025.jsonl
+picked fuzz_eval_files 3 mmlu <tests/eval/mmlu/test/abstract_algebra_test.csv
+echo '{"context": "The sky is", "choices": ["blue", "green"], "gold": 0}' | picked fuzz_eval_files 4 choice
+picked fuzz_eval_files 5 hellaswag <tests/eval/hellaswag/hellaswag_val_full.txt
+picked fuzz_eval_files 6 babi <tests/eval/babi/en-10k/qa1_single-supporting-fact_test.txt
+echo '{"task": "niah", "mixer": "full", "id": "1", "metrics": {"acc": 1}, "group": "4096", "details": {}}' |
+  picked fuzz_eval_files 7 results
+printf '1k,8k,32k' | picked fuzz_cli_values 0 contexts
+printf 'window_attention#1/4+gemv' | picked fuzz_cli_values 1 ablate
+printf '1024,4096,16384' | picked fuzz_cli_values 2 lengths
+printf '100' | picked fuzz_cli_values 3 samples
 
 mkdir -p build-fuzz/findings
 status=0

@@ -13,6 +13,13 @@
 
 namespace bifocal::fuzz {
 
+// Writes `data` to `path`, replacing what was there.
+inline void write_file(const std::filesystem::path& path, const std::uint8_t* data, std::size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  if (!out) std::abort();  // the fuzzer's own machinery failed, not the code under test
+}
+
 class ScratchFile {
  public:
   explicit ScratchFile(const std::string& name)
@@ -22,9 +29,7 @@ class ScratchFile {
     std::filesystem::remove(path_, ignored);
   }
   const std::filesystem::path& write(const std::uint8_t* data, std::size_t size) {
-    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
-    if (!out) std::abort();  // the fuzzer's own machinery failed, not the code under test
+    write_file(path_, data, size);
     return path_;
   }
 
