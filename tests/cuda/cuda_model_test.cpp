@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_model.h"
 #include "bifocal/budget.h"
 #include "bifocal/model.h"
 #include "cli_runner.h"
@@ -108,6 +109,28 @@ TEST_F(CudaModel, RandomMixerTensorsMatchTheCpu) {
             const double error = log.add(testing::relative_error(all_token_logits(gpu, tokens, chunk), want));
             EXPECT_LT(error, bound) << dtype << ", chunk " << chunk;
           }
+        }
+      });
+}
+
+// A prefill chunk longer than kMostTokensWithGatesInKeyProduct gives the gates a product of their
+// own, read from the rows the model moved after the key rows (append_gate_rows_to_keys); a shorter
+// one reads them from the keys' product. Both against the CPU on one sequence that spans the limit,
+// with random gate rows (a row block read from the wrong place moves the logits far past 1e-4).
+TEST_F(CudaModel, ChunksPastTheGatesTokenLimitMakeTheirOwnGates) {
+  testing::ErrorLog log{"cuda vs cpu, a chunk past the gates' token limit"};
+  constexpr int kLimit = cuda::CudaModel<float>::kMostTokensWithGatesInKeyProduct;
+  testing::for_each_random_mixer_checkpoint(
+      {"qwen3_bf16"}, [&](const std::string&, const auto& checkpoint, const auto& golden, const std::string& mixer) {
+        if (!mixer.starts_with("mlstm") && !mixer.starts_with("bifocal")) return;  // no gate rows
+        std::vector<std::int32_t> tokens;
+        while (tokens.size() < std::size_t(kLimit) + 40) tokens.insert(tokens.end(), golden.begin(), golden.end());
+        const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
+        const Model gpu = Model::load(checkpoint, on(mixer, "cuda", "fp32"));
+        const auto want = all_token_logits(cpu, tokens, 64);
+        for (const int chunk : {int(tokens.size()), kLimit, 64}) {  // past the limit, at it, inside it
+          const double error = log.add(testing::relative_error(all_token_logits(gpu, tokens, chunk), want));
+          EXPECT_LT(error, 1e-4) << "chunk " << chunk << " of " << tokens.size() << " tokens";
         }
       });
 }

@@ -208,6 +208,25 @@ TYPED_TEST(DenseKernels, QkNormRopeMatchesCpuRmsnormThenRope) {
                              steps.norm ? device_k_norm.data() : nullptr, eps, device_positions.data(),
                              device_inv_freq.data(), n, query_heads, kv_heads, d, steps.rope, nullptr);
 
+          // The keys read from a wider product (CudaModel's key product, a mixer's gate columns after
+          // each token's keys) and written to k: the same bits, the product left as it was.
+          const int key_width = kv_heads * d, product_width = key_width + 3;
+          auto product = random_vector(std::size_t(n) * product_width, this->rng_, 2.0f);
+          for (int t = 0; t < n; ++t)
+            std::copy_n(k.begin() + std::size_t(t) * key_width, key_width,
+                        product.begin() + std::size_t(t) * product_width);
+          auto device_product = upload(product);
+          auto again_q = upload(q);
+          DeviceBuffer<float> keys_out(k.size());
+          keys_out.fill_bytes(0xFF);
+          cuda::qk_norm_rope(again_q.data(), keys_out.data(), steps.norm ? device_q_norm.data() : nullptr,
+                             steps.norm ? device_k_norm.data() : nullptr, eps, device_positions.data(),
+                             device_inv_freq.data(), n, query_heads, kv_heads, d, steps.rope, nullptr, nullptr,
+                             device_product.data(), product_width);
+          EXPECT_EQ(keys_out.download(), device_k.download()) << "keys from the wider product";
+          EXPECT_EQ(again_q.download(), device_q.download()) << "queries beside keys from a wider product";
+          EXPECT_EQ(device_product.download(), product) << "the wider product is only read";
+
           if (steps.norm) {
             cpu.rmsnorm(q.data(), q_norm.data(), n * query_heads, d, eps, q.data());
             cpu.rmsnorm(k.data(), k_norm.data(), n * kv_heads, d, eps, k.data());
@@ -222,6 +241,18 @@ TYPED_TEST(DenseKernels, QkNormRopeMatchesCpuRmsnormThenRope) {
       }
     }
   }
+}
+
+TEST_F(DenseElementwise, QkNormRopeRefusesAKeyProductNarrowerThanItsKeys) {
+  DeviceBuffer<float> q(8 * 2), k(8 * 2), product(8 * 2);
+  const auto positions = upload(std::vector<std::int64_t>{0, 1});
+  const auto inv_freq = upload(std::vector<float>{1.0f, 0.5f, 0.25f, 0.125f});
+  testing::expect_error(
+      [&] {
+        cuda::qk_norm_rope<float>(q.data(), k.data(), nullptr, nullptr, 1e-6f, positions.data(), inv_freq.data(), 2, 1,
+                                  1, 8, true, nullptr, nullptr, product.data(), 7);
+      },
+      {"qk_norm_rope", "product of 7 columns a token, fewer than the 8 of its keys"});
 }
 
 TYPED_TEST(DenseKernels, AddBiasAddsTheBiasToEveryRow) {

@@ -38,9 +38,9 @@ std::size_t CudaSession<T>::state_bytes() const {
 template <typename T>
 std::size_t CudaSession<T>::workspace_bytes() const {
   std::size_t bytes = tokens.bytes() + positions.bytes() + residual.bytes() + normed.bytes() + scaled.bytes() +
-                      group_squares.bytes() + queries.bytes() + keys.bytes() + values.bytes() + attention.bytes() +
-                      gate.bytes() + up.bytes() + activation.bytes() + logits.bytes() + sampled.bytes() +
-                      sample_step.bytes() + sampling_workspace.bytes();
+                      group_squares.bytes() + queries.bytes() + keys.bytes() + values.bytes() + key_products.bytes() +
+                      attention.bytes() + gate.bytes() + up.bytes() + activation.bytes() + logits.bytes() +
+                      sampled.bytes() + sample_step.bytes() + sampling_workspace.bytes();
   for (const auto& layer : layers) bytes += layer.workspace_bytes();
   return bytes + mixer_scratch.bytes();
 }
@@ -80,7 +80,35 @@ CudaModel<T>::CudaModel(const DeviceModelSource& source)
   const LayerShape shape{c.num_query_heads, c.num_kv_heads, c.head_dim, 0};
   for (int l = 0; l < c.num_layers; ++l)
     mixers_.emplace_back(source.layer_mixers.at(l), shape, c.hidden_size, source.layer_parameters.at(l));
+  for (int l = 0; l < c.num_layers; ++l) append_gate_rows_to_keys(l);
   rope_inv_freq_ = DeviceBuffer<float>(std::span<const float>(source.rope_inv_freq));
+}
+
+// A mixer's gate rows (mLSTM, Bifocal) after the key projection's, [kv_width + G, hidden], and
+// zeros after a key bias: a prefill makes the keys and the gates' pre-activations in one product
+// (run_layers). A separate gates product was one more launch on Bifocal's path, ~8 µs of a 1K-token
+// layer (docs/notes/cuda-stop46-2026-12-04.md); a few more columns in the key product cost less.
+// Decode reads the first kv_width rows as before, and the mixer its rows in place.
+template <typename T>
+void CudaModel<T>::append_gate_rows_to_keys(int layer_index) {
+  DeviceMixer<T>& mixer = mixers_[layer_index];
+  const std::size_t gate_rows = mixer.gate_count();
+  if (gate_rows == 0) return;
+  DeviceLayerWeights<T>& layer = weights_.layers[layer_index];
+  const std::size_t key_elements = layer.k_proj.size(), gate_elements = gate_rows * config_.hidden_size;
+  auto appended = [](const DeviceBuffer<T>& head, const T* tail, std::size_t tail_count) {
+    DeviceBuffer<T> joined(head.size() + tail_count);
+    check(cudaMemcpy(joined.data(), head.data(), head.bytes(), cudaMemcpyDeviceToDevice), "copy the key rows");
+    if (tail != nullptr)
+      check(cudaMemcpy(joined.data() + head.size(), tail, tail_count * sizeof(T), cudaMemcpyDeviceToDevice),
+            "copy the gate rows");
+    else
+      check(cudaMemset(joined.data() + head.size(), 0, tail_count * sizeof(T)), "zero the gate biases");
+    return joined;
+  };
+  layer.k_proj = appended(layer.k_proj, mixer.gate_weights(), gate_elements);
+  if (layer.k_bias.size()) layer.k_bias = appended(layer.k_bias, nullptr, gate_rows);
+  mixer.adopt_gate_weights(layer.k_proj.data() + key_elements);
 }
 
 template <typename T>
@@ -119,6 +147,11 @@ std::unique_ptr<DeviceSession> CudaModel<T>::new_session(std::int64_t capacity, 
   s->keys = DeviceBuffer<float>(n * kv_width);
   s->values = DeviceBuffer<float>(n * kv_width);
   s->attention = DeviceBuffer<T>(n * q_width);
+  int most_gate_rows = 0;
+  for (const auto& mixer : mixers_) most_gate_rows = std::max(most_gate_rows, mixer.gate_count());
+  if (chunk > 1 && most_gate_rows > 0)
+    s->key_products = DeviceBuffer<float>(std::min<std::size_t>(n, kMostTokensWithGatesInKeyProduct) *
+                                          (kv_width + most_gate_rows));
   if (chunk > 1) {
     s->gate = DeviceBuffer<float>(n * c.intermediate_size);
     s->up = DeviceBuffer<float>(n * c.intermediate_size);
@@ -195,6 +228,10 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
                carry_norm ? next_norm(weights_.layers[0].input_norm) : NextRmsNorm<T>{}, rotation);
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayerWeights<T>& layer = weights_.layers[l];
+    // A chunk short enough makes the keys and its mixer's gates in one product: the gate rows follow
+    // the key rows (append_gate_rows_to_keys, kMostTokensWithGatesInKeyProduct).
+    const bool gates_with_keys = n > 1 && n <= kMostTokensWithGatesInKeyProduct && mixers_[l].gate_count() > 0;
+    const int key_product_width = kv_width + (gates_with_keys ? mixers_[l].gate_count() : 0);
     const DeviceBuffer<T>& next_layer_norm =
         l + 1 < c.num_layers ? weights_.layers[l + 1].input_norm : weights_.final_norm;
 
@@ -208,7 +245,8 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
     } else {
       rmsnorm<T, T>(x, layer.input_norm.data(), n, hidden, eps, h, stream_);
       project(h, layer.q_proj.data(), bias(layer.q_bias), n, hidden, q_width, s.queries.data(), false);
-      project(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, kv_width, s.keys.data(), false);
+      project(h, layer.k_proj.data(), bias(layer.k_bias), n, hidden, key_product_width,
+              gates_with_keys ? s.key_products.data() : s.keys.data(), false);
       project(h, layer.v_proj.data(), bias(layer.v_bias), n, hidden, kv_width, s.values.data(), false);
     }
     // One token through a mixer that folds q/k norm and RoPE into its decode: no launch for them.
@@ -216,9 +254,10 @@ void CudaModel<T>::run_layers(CudaSession<T>& s, int n, std::int64_t first_posit
     if (!raw_qk)
       qk_norm_rope<T>(s.queries.data(), s.keys.data(), bias(layer.q_norm), bias(layer.k_norm), eps,
                       s.positions.data(), rope_inv_freq_.data(), n, hq, hkv, d, /*apply_rope=*/true, stream_,
-                      rotation.out);
+                      rotation.out, gates_with_keys ? s.key_products.data() : nullptr, key_product_width);
     DeviceMixerInput<T> input{.x = h, .queries = s.queries.data(), .keys = s.keys.data(), .values = s.values.data(),
                               .positions = s.positions.data(), .first_position = first_position, .n = n};
+    if (gates_with_keys) input.gates = s.key_products.data() + kv_width, input.gate_stride = key_product_width;
     if (raw_qk) input.raw_qk = {bias(layer.q_norm), bias(layer.k_norm), eps, rope_inv_freq_.data(), rotation.out};
     if (n == 1)
       mixers_[l].decode(input, s.layers[l], s.attention.data(), stream_);

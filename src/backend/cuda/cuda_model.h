@@ -40,6 +40,10 @@ class CudaSession final : public DeviceSession {
   DeviceBuffer<float> group_squares;     // [hidden / 8] its sums of x² by groups of 8
   DeviceBuffer<float2> rope_rotation;    // [d/2] the decode step's RoPE (sin, cos), made by its embedding
   DeviceBuffer<float> queries, keys, values;
+  // [min(chunk, kMostTokensWithGatesInKeyProduct), kv_width + G] prefill only, where a layer's mixer
+  // has G gate rows: the key product's raw output, the gates' pre-activations after each token's
+  // keys (CudaModel::run_layers)
+  DeviceBuffer<float> key_products;
   DeviceBuffer<T> attention;             // [chunk, Hq·d] the mixer output, o_proj's input
   DeviceBuffer<float> gate, up;          // [chunk, intermediate] (prefill only)
   DeviceBuffer<T> activation;            // [chunk, intermediate] silu(gate)·up, down_proj's input
@@ -80,6 +84,13 @@ class CudaModel final : public DeviceModel {
   std::size_t device_memory_used() const override;
 
   static constexpr int kLogitRows = 32;  // rows of logits per LM-head product when all are wanted
+  // A prefill chunk of up to this many tokens makes its mixers' gate pre-activations in the keys'
+  // product (append_gate_rows_to_keys); a longer one gives the gates a product of their own. The
+  // 48 more columns (Qwen3-4B Bifocal) cost nothing while the product's tiles fill less than a wave,
+  // and save a launch on Bifocal's path (~8 µs of a 1K-token layer); at 4,096 tokens they may add a
+  // partial wave (4,096 × 1,024 in 128 × 256 tiles is 128 tiles on 132 SMs, × 1,072 is 160), where
+  // the gates' own product costs ~8–10 µs (docs/notes/cuda-stop46-2026-12-04.md, section 1).
+  static constexpr int kMostTokensWithGatesInKeyProduct = 2048;
 
  private:
   // The layers over n tokens already in session.tokens/positions (see the .cpp: reads like the math).
@@ -95,6 +106,8 @@ class CudaModel final : public DeviceModel {
   // Uploads the decode step's input token and position unless the device already holds them.
   void upload_step_input(CudaSession<T>& s, std::int64_t position, std::int32_t token) const;
   void check_capacity(const CudaSession<T>& s, std::int64_t position, std::int64_t n) const;
+  // Moves layer l's mixer gate rows (if any) after its key projection's rows (see the .cpp).
+  void append_gate_rows_to_keys(int layer);
 
   // First, so that a missing or unsupported GPU is reported before cuBLAS or an allocation fails
   // with a message of its own (members are initialised in this order).

@@ -175,7 +175,8 @@ constexpr int kHeadsPerBlock = 8;  // warps per block; each stages its head vect
 template <typename T>
 __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T* k_norm, float eps,
                                     const std::int64_t* positions, const float* inv_freq, int query_heads, int kv_heads,
-                                    int d, bool apply_rope, const float2* rotation_table) {
+                                    int d, bool apply_rope, const float2* rotation_table, const float* keys_in,
+                                    std::int64_t keys_in_stride) {
   extern __shared__ float staged_heads[];  // [kHeadsPerBlock, d], then the rotation [d/2] (sin, cos)
   device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();
@@ -192,8 +193,10 @@ __global__ void qk_norm_rope_kernel(float* q, float* k, const T* q_norm, const T
   if (head >= query_heads + kv_heads) return;  // the whole warp leaves together
   const bool is_query = head < query_heads;
   float* v = is_query ? q + (token * query_heads + head) * d : k + (token * kv_heads + head - query_heads) * d;
-  // In place: norm_rope_head reads the whole vector before it writes.
-  device::norm_rope_head(v, staged_heads + warp * d, v, is_query ? q_norm : k_norm, eps, apply_rope, position,
+  // In place (norm_rope_head reads the whole vector before it writes), or a key from the wider
+  // product it was made in.
+  const float* in = !is_query && keys_in != nullptr ? keys_in + token * keys_in_stride + (head - query_heads) * d : v;
+  device::norm_rope_head(in, staged_heads + warp * d, v, is_query ? q_norm : k_norm, eps, apply_rope, position,
                          inv_freq, d, 1.0f, rotation);
 }
 
@@ -278,9 +281,12 @@ void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT
 template <typename T>
 void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float eps, const std::int64_t* positions,
                   const float* inv_freq, int n, int query_heads, int kv_heads, int head_dim, bool apply_rope,
-                  cudaStream_t stream, const float2* rotation) {
+                  cudaStream_t stream, const float2* rotation, const float* keys_in, std::int64_t keys_in_stride) {
   if (head_dim % 2 != 0 || head_dim > kMaxHeadDim) fail("qk_norm_rope", "head_dim must be even and at most 512");
-  const bool anything_to_do = apply_rope || q_norm != nullptr || k_norm != nullptr;
+  if (keys_in != nullptr && keys_in_stride < std::int64_t(kv_heads) * head_dim)
+    fail("qk_norm_rope", "keys read from a product of " + std::to_string(keys_in_stride) +
+                             " columns a token, fewer than the " + std::to_string(kv_heads * head_dim) + " of its keys");
+  const bool anything_to_do = apply_rope || q_norm != nullptr || k_norm != nullptr || keys_in != nullptr;
   if (!anything_to_do || n <= 0 || query_heads + kv_heads <= 0) return;
   if (rotation != nullptr && n != 1)
     fail("qk_norm_rope", "the RoPE table holds one token's angles, not " + std::to_string(n));
@@ -288,7 +294,7 @@ void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float ep
   const std::size_t shared_bytes = std::size_t(kHeadsPerBlock) * head_dim * sizeof(float) + head_dim / 2 * sizeof(float2);
   launch_dependent(qk_norm_rope_kernel<T>, blocks, dim3(kHeadsPerBlock * kWarpSize), shared_bytes, stream,
                    "qk_norm_rope_kernel", q, k, q_norm, k_norm, eps, positions, inv_freq, query_heads, kv_heads,
-                   head_dim, apply_rope, rotation);
+                   head_dim, apply_rope, rotation, keys_in, keys_in_stride);
 }
 
 template <typename OutT>
@@ -332,9 +338,11 @@ template void rmsnorm(const float*, const __nv_bfloat16*, int, int, float, __nv_
 template void rmsnorm(const float*, const float*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const float*, int, int, float, __nv_bfloat16*, cudaStream_t);
 template void qk_norm_rope(float*, float*, const __nv_bfloat16*, const __nv_bfloat16*, float, const std::int64_t*,
-                           const float*, int, int, int, int, bool, cudaStream_t, const float2*);
+                           const float*, int, int, int, int, bool, cudaStream_t, const float2*, const float*,
+                           std::int64_t);
 template void qk_norm_rope(float*, float*, const float*, const float*, float, const std::int64_t*, const float*, int,
-                           int, int, int, bool, cudaStream_t, const float2*);
+                           int, int, int, bool, cudaStream_t, const float2*, const float*,
+                           std::int64_t);
 template void swiglu(const float*, const float*, std::int64_t, float*, cudaStream_t);
 template void swiglu(const float*, const float*, std::int64_t, __nv_bfloat16*, cudaStream_t);
 template void add_bias(float*, const __nv_bfloat16*, int, int, cudaStream_t);
@@ -346,7 +354,8 @@ template void embedding(const __half*, const std::int32_t*, int, int, float*, cu
 template void rmsnorm(const float*, const __half*, int, int, float, float*, cudaStream_t);
 template void rmsnorm(const float*, const __half*, int, int, float, __half*, cudaStream_t);
 template void qk_norm_rope(float*, float*, const __half*, const __half*, float, const std::int64_t*, const float*, int,
-                           int, int, int, bool, cudaStream_t, const float2*);
+                           int, int, int, bool, cudaStream_t, const float2*, const float*,
+                           std::int64_t);
 template void swiglu(const float*, const float*, std::int64_t, __half*, cudaStream_t);
 template void add_bias(float*, const __half*, int, int, cudaStream_t);
 template void convert(const float*, __half*, std::int64_t, cudaStream_t);

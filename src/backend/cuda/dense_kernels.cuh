@@ -57,11 +57,15 @@ void rmsnorm(const float* x, const T* weight, int rows, int dim, float eps, OutT
 // Llama/Qwen2 pass null norms; mixers that rotate keys themselves pass apply_rope = false.
 // positions: device int64[n]; inv_freq: device float[head_dim/2]. head_dim even, ≤ kMaxHeadDim.
 // rotation (one token, optional): the step's table of the angles' (sin, cos) (RopeRotationTable),
-// read instead of made. Bytes: 2·n·(query_heads + kv_heads)·head_dim·4.
+// read instead of made. keys_in (optional): the keys are read from there, token t's row at
+// keys_in + t·keys_in_stride (≥ kv_heads·head_dim: the key columns of a wider product, as
+// CudaModel's key product with a mixer's gate rows), and written to k. Bytes: 2·n·(query_heads +
+// kv_heads)·head_dim·4.
 template <typename T>
 void qk_norm_rope(float* q, float* k, const T* q_norm, const T* k_norm, float eps, const std::int64_t* positions,
                   const float* inv_freq, int n, int query_heads, int kv_heads, int head_dim, bool apply_rope,
-                  cudaStream_t stream, const float2* rotation = nullptr);
+                  cudaStream_t stream, const float2* rotation = nullptr, const float* keys_in = nullptr,
+                  std::int64_t keys_in_stride = 0);
 
 // out[i] = silu(gate[i]) · up[i] = gate[i] / (1 + e^{−gate[i]}) · up[i]. With OutT = float, out may
 // equal gate. Bytes: count·(8 + sizeof(OutT)).

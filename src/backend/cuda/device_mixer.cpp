@@ -77,6 +77,7 @@ DeviceMixer<T>::DeviceMixer(const MixerSpec& spec, const LayerShape& shape, int 
                                                    " weights and " + std::to_string(bias.size()) + " biases, expected " +
                                                    std::to_string(gate_count()) + " rows of " + std::to_string(hidden));
     gate_weight_ = upload_as<T>(weight);
+    gate_weight_rows_ = gate_weight_.data();
     gate_bias_ = upload_as<T>(bias);
     std::vector<float> widened(bias.size());
     for (std::size_t i = 0; i < bias.size(); ++i) widened[i] = float(T(bias[i]));  // upload_as's rounding
@@ -99,19 +100,27 @@ int DeviceMixer<T>::gate_count() const {
 }
 
 template <typename T>
+void DeviceMixer<T>::adopt_gate_weights(const T* rows) {
+  if (gate_count() == 0 || rows == nullptr)
+    fail("mixer '" + spec_.to_string() + "'", "has no gate rows to move, or was given nowhere to move them");
+  gate_weight_rows_ = rows;
+  gate_weight_ = DeviceBuffer<T>();
+}
+
+template <typename T>
 typename DeviceMixer<T>::GateRows DeviceMixer<T>::gate_rows() const {
   const std::size_t S = state_heads(), hidden = hidden_;
-  const T *weight = gate_weight_.data(), *bias = gate_bias_.data();
+  const T *weight = gate_weight_rows_, *bias = gate_bias_.data();
   return {weight, bias, weight + S * hidden, bias + S, weight + 2 * S * hidden, bias + 2 * S};
 }
 
 // gate_products' rows for the mLSTM prefill, with the biases its kernels add.
 template <typename T>
-MlstmGateInputs DeviceMixer<T>::gate_inputs(const DeviceMixerState<T>& s) const {
+MlstmGateInputs DeviceMixer<T>::gate_inputs(const GatePreactivations& gates) const {
   const int S = state_heads();
-  const float* gates = s.shared->gates.data();
   const float* bias = gate_bias_added_by_readers_.data();
-  return {.input = gates, .forget = gates + S, .stride = gate_count(), .input_bias = bias, .forget_bias = bias + S};
+  return {.input = gates.values, .forget = gates.values + S, .stride = gates.stride, .input_bias = bias,
+          .forget_bias = bias + S};
 }
 
 template <typename T>
@@ -212,17 +221,28 @@ void DeviceMixer<T>::reset(DeviceMixerState<T>& s, cudaStream_t stream) const {
 // gate_count() pre-activations side by side ([input S | forget S | mix Hq]), without the bias:
 // the kernels that read them add it (gate_inputs(), mix_bias()), the same float additions gemm's
 // bias pass made, so the same bits with one kernel fewer a layer (stop 44: that pass took ~2 µs of
-// a 1K-token Bifocal layer, but the gather after it set the mLSTM kernels' start).
+// a 1K-token Bifocal layer, but the gather after it set the mLSTM kernels' start). Inside a model
+// the keys' product has already made them (DeviceMixerInput::gates): no launch at all here.
 template <typename T>
-void DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, const CublasHandle* cublas,
-                                   cudaStream_t stream) const {
+typename DeviceMixer<T>::GatePreactivations DeviceMixer<T>::gate_products(const DeviceMixerInput<T>& in,
+                                                                         DeviceMixerState<T>& s,
+                                                                         const CublasHandle* cublas,
+                                                                         cudaStream_t stream) const {
+  if (in.gates != nullptr) {
+    if (in.gate_stride < gate_count())
+      fail("mixer '" + spec_.to_string() + "'",
+           "gate pre-activations of " + std::to_string(in.gate_stride) + " columns a token, fewer than its " +
+               std::to_string(gate_count()));
+    return {in.gates, in.gate_stride};
+  }
   float* gates = s.shared->gates.data();
   if (in.n == 1) {
-    const GemvProduct<T> product{gate_weight_.data(), nullptr, gate_count(), gates};
+    const GemvProduct<T> product{gate_weight_rows_, nullptr, gate_count(), gates};
     gemv_shared_input<T, T>(std::span<const GemvProduct<T>>(&product, 1), in.x, hidden_, false, stream);
-    return;
+  } else {
+    gemm<T>(*cublas, stream, in.x, gate_weight_rows_, nullptr, in.n, hidden_, gate_count(), gates, false);
   }
-  gemm<T>(*cublas, stream, in.x, gate_weight_.data(), nullptr, in.n, hidden_, gate_count(), gates, false);
+  return {gates, gate_count()};
 }
 
 // A window's prefill (swa, Bifocal's window branch): the cached window and the new tokens side
@@ -245,14 +265,14 @@ void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerSta
 
 template <typename T>
 void DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream,
-                                   const float* mix_gate, bool beside_previous_kernel) const {
+                                   const float* mix_gate, int mix_gate_stride, bool beside_previous_kernel) const {
   const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
                                      .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
                                      .key_positions = s.shared->gathered_positions.data(), .num_keys = s.slots + in.n,
                                      .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
                                      .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
                                      .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
-                                     .output_gate = mix_gate, .output_gate_stride = gate_count(),
+                                     .output_gate = mix_gate, .output_gate_stride = mix_gate_stride,
                                      .output_gate_bias = mix_gate != nullptr ? mix_bias() : nullptr,
                                      .beside_previous_kernel = beside_previous_kernel};
   attention_prefill<T, T>(args, out, stream);
@@ -293,8 +313,8 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
                          s.shared->branch.data(), scratch_of(s), stream);
       break;
     case Kind::Mlstm: {  // the outputs in T straight from the kernel
-      gate_products(in, s, &cublas, stream);
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(s), in.n, cell, out, mlstm_products,
+      const GatePreactivations gates = gate_products(in, s, &cublas, stream);
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products,
                        scratch_of(s), stream);
       return;
     }
@@ -308,13 +328,14 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // window branch on a second stream beside the mLSTM kernels left every later graph replay of
       // the process ~1% slower (a kernel holding most of an SM's shared memory run on another
       // stream: tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
-      gate_products(in, s, &cublas, stream);
-      const float* mix_gate = s.shared->gates.data() + 2 * mlstm.states;
+      const GatePreactivations gates = gate_products(in, s, &cublas, stream);
+      const float* mix_gate = gates.values + 2 * mlstm.states;
       gather_window(in, s, stream);
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(s), in.n, cell, out, mlstm_products,
-                       scratch_of(s), stream,
-                       {.gate = mix_gate, .gate_stride = gate_count(), .gate_bias = mix_bias()},
-                       [&] { attend_window(in, s, out, stream, mix_gate, /*beside_previous_kernel=*/true); });
+      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products,
+                       scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gates.stride, .gate_bias = mix_bias()},
+                       [&] {
+                         attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true);
+                       });
       return;
     }
   }

@@ -40,6 +40,12 @@ struct DeviceMixerInput {
   std::int64_t first_position = 0;  // positions[0], known on the host for prefill
   int n = 0;
   QkNormRope<T> raw_qk{};          // decode only, and only where decode_applies_qk_norm_rope()
+  // Prefill of a mixer with gates (DeviceMixer::gate_count() > 0): the pre-activations x·Wᵀ of its
+  // gate rows without the bias, token t's at gates + t·gate_stride, when the caller made them
+  // (CudaModel: the same product as the keys, DeviceMixer::adopt_gate_weights); null: the mixer
+  // makes them itself.
+  const float* gates = nullptr;
+  int gate_stride = 0;
 };
 
 // Scratch of one layer's prefill or decode call. The layers run one after another, so a session
@@ -113,6 +119,15 @@ class DeviceMixer {
   // bench: caches and states as if `context` tokens had been seen (random contents).
   void fill_synthetic(DeviceMixerState<T>& state, std::int64_t context, std::uint64_t seed, cudaStream_t stream) const;
 
+  // The rows of the mLSTM's and Bifocal's gate projections (0 for the other mixers), and their
+  // weights [gate_count(), hidden] on the device.
+  int gate_count() const;
+  const T* gate_weights() const { return gate_weight_rows_; }
+  // The gate rows now live at `rows` (a copy of gate_weights() the caller owns and keeps alive:
+  // CudaModel puts them after the key projection's rows, so that one prefill product makes the
+  // keys and the gates); the mixer's own copy is released.
+  void adopt_gate_weights(const T* rows);
+
  private:
   int state_heads() const;
   // A window's prefill in two steps: the cached window and the new tokens gathered side by side
@@ -121,10 +136,16 @@ class DeviceMixer {
   // beside the kernel launched before it (PrefillAttentionArgs::beside_previous_kernel).
   void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream) const;
   void attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
-                     const float* mix_gate = nullptr, bool beside_previous_kernel = false) const;
-  void gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, const CublasHandle* cublas,
-                     cudaStream_t stream) const;
-  MlstmGateInputs gate_inputs(const DeviceMixerState<T>& state) const;
+                     const float* mix_gate = nullptr, int mix_gate_stride = 0,
+                     bool beside_previous_kernel = false) const;
+  // The prefill's gate pre-activations: the caller's (DeviceMixerInput::gates), or made here.
+  struct GatePreactivations {
+    const float* values;  // token t's gate_count() values at values + t·stride: [input S | forget S | mix Hq]
+    int stride;
+  };
+  GatePreactivations gate_products(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state,
+                                   const CublasHandle* cublas, cudaStream_t stream) const;
+  MlstmGateInputs gate_inputs(const GatePreactivations& gates) const;
   const float* mix_bias() const;  // Bifocal's [Hq] mix gate biases, as floats
 
   MixerSpec spec_;
@@ -137,11 +158,11 @@ class DeviceMixer {
   // prefill chunk (three small GEMMs and bias passes cost ~34 µs a 4,096-token layer, one ~12);
   // the decode kernels read the row blocks in place (gate_rows).
   DeviceBuffer<T> gate_weight_, gate_bias_;
+  const T* gate_weight_rows_ = nullptr;  // gate_weight_, or where adopt_gate_weights put them
   // The bias as the floats it adds (gate_bias_'s values widened): the prefill product leaves it out
   // and the kernels that read the pre-activations add it (MlstmGateInputs, MlstmOutputMix,
   // PrefillAttentionArgs::output_gate_bias), which saves a pass and a launch on Bifocal's path.
   DeviceBuffer<float> gate_bias_added_by_readers_;
-  int gate_count() const;
   struct GateRows {
     const T *input_weight, *input_bias, *forget_weight, *forget_bias, *mix_weight, *mix_bias;
   };

@@ -20,7 +20,9 @@ namespace bifocal::cuda {
 template <typename T>
 struct DeviceLayerWeights {
   DeviceBuffer<T> input_norm;                      // [hidden]
-  DeviceBuffer<T> q_proj, k_proj, v_proj, o_proj;  // torch Linear layout [out, in]
+  // torch Linear layout [out, in]. In a CudaModel k_proj (and k_bias, if any) may carry the layer
+  // mixer's gate rows after the key rows (CudaModel::append_gate_rows_to_keys).
+  DeviceBuffer<T> q_proj, k_proj, v_proj, o_proj;
   DeviceBuffer<T> q_bias, k_bias, v_bias;          // Qwen2 only (empty otherwise)
   DeviceBuffer<T> q_norm, k_norm;                  // Qwen3 only, [d]
   DeviceBuffer<T> post_attention_norm;             // [hidden]
