@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "bifocal/error.h"
+#include "io/json_file.h"
 
 namespace bifocal::eval {
 
@@ -15,11 +16,7 @@ std::vector<JsonlRecord> read_jsonl_records(const std::filesystem::path& file) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     JsonlRecord record{.value = {}, .line = number, .where = file.string() + ":" + std::to_string(number)};
-    try {
-      record.value = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-      fail(record.where, std::string("malformed JSON (") + e.what() + ")");
-    }
+    record.value = parse_json(line, record.where);
     if (!record.value.is_object()) fail(record.where, "expected a JSON object");
     records.push_back(std::move(record));
   }

@@ -8,16 +8,20 @@
 
 namespace bifocal {
 
+nlohmann::json parse_json(std::string_view text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
+    fail(where, std::string("malformed JSON (") + e.what() + ")");
+  }
+}
+
 nlohmann::json read_json_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path.string(), std::filesystem::exists(path) ? "cannot open file" : "file not found");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    fail(path.string(), std::string("malformed JSON (") + e.what() + ")");
-  }
+  return parse_json(buffer.str(), path.string());
 }
 
 namespace {

@@ -3,10 +3,15 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 namespace bifocal {
+
+// Parses `text`; throws Error "<where>: malformed JSON (...)" for bad syntax and for a number no
+// double holds (nlohmann's out_of_range, e.g. 1e400), never another exception type.
+nlohmann::json parse_json(std::string_view text, const std::string& where);
 
 // Parses the whole file; throws Error "<path>: cannot open ..." or "<path>: malformed JSON ...".
 nlohmann::json read_json_file(const std::filesystem::path& path);
