@@ -65,7 +65,7 @@ TEST(BenchShapes, SyntheticConfigsAndUnknownNames) {
 
 TEST(BenchContexts, ParsesSuffixesSortsAndRejectsGarbage) {
   EXPECT_EQ(parse_contexts("8k,1k,1024,300"), (std::vector<std::int64_t>{300, 1024, 8192}));
-  for (const char* bad : {"", "1k,", "x", "-4", "0", "1.5k"}) testing::expect_error([&] { parse_contexts(bad); }, {"--context"});
+  for (const char* bad : {"", "1k,", "x", "-4", "0", "1.5k", " 1k", "+1k", "1k ", "2kk"}) testing::expect_error([&] { parse_contexts(bad); }, {"--context"});
   // Past 2^30 tokens, and where value × 1024 would overflow int64.
   EXPECT_EQ(parse_contexts("1048576k,1073741824"), (std::vector<std::int64_t>{std::int64_t(1) << 30}));
   for (const char* huge : {"1048577k", "1073741825", "9223372036854775807k"})

@@ -115,7 +115,8 @@ TEST(MmluTask, LoadsSubjectsWithIdsAndGroups) {
 TEST(MmluTask, BadSubjectsShotsAndFilesAreNamed) {
   testing::expect_error([] { make("mmlu:subjects=astrology"); },
                         {"mmlu/test/astrology_test.csv", "file not found", "--data-dir"});
-  testing::expect_error([] { make("mmlu:shots=6"); }, {"shots must be an integer from 0 to 5"});
+  for (const char* bad : {"6", "-1", "+1", "1x", ""})
+    testing::expect_error([&] { make(std::string("mmlu:shots=") + bad); }, {"shots must be an integer from 0 to 5"});
   testing::expect_error([] { make("mmlu:subject=anatomy"); }, {"unknown option 'subject'"});
   testing::TempDir empty;
   testing::expect_error([&] { make("mmlu", empty.path()); }, {"mmlu/test", "folder not found"});

@@ -55,7 +55,7 @@ TEST(EvalRunner, ShardsAndLimit) {
   EXPECT_EQ(ids(select_items(items, 0, 1, 3)), "147");
   EXPECT_EQ(ids(select_items(items, 5, 2, 3)), "2");
   EXPECT_EQ(parse_shard("2/4"), std::make_pair(2, 4));
-  for (const char* bad : {"4/4", "-1/2", "1", "a/b", "1/0", "1/2x"})
+  for (const char* bad : {"4/4", "-1/2", "1", "a/b", "1/0", "1/2x", "+1/2", " 1/2", "1/ 2", "0/99999999999"})
     testing::expect_error([&] { parse_shard(bad); }, {"--shard", bad});
 }
 
@@ -198,6 +198,10 @@ TEST(EvalPerplexityTask, ScoresEveryNextTokenOfEachWindow) {
   EXPECT_LE(result.metrics.at("next_token_accuracy"), 1.0);
   testing::expect_error([] { make_perplexity_task(TaskSpec::parse("perplexity:/no/such/file.txt"), {}); },
                         {"/no/such/file.txt", "cannot read"});
+  // context= is a whole number >= 2: trailing text is refused, not read as its leading digits.
+  for (const char* bad : {"1", "16x", "x", "-16", "3000000000"})
+    testing::expect_error([&] { make_perplexity_task(TaskSpec::parse("perplexity:" + text.string() + ",context=" + bad), {}); },
+                          {"--task perplexity", std::string("context=") + bad});
 }
 
 TEST(EvalCli, ARerunResumesAndWritesTheReport) {

@@ -12,6 +12,7 @@
 #include "bench/bench_shapes.h"
 #include "bench/decode_traffic.h"
 #include "core/kernel_selector.h"
+#include "core/whole_number.h"
 #include "bifocal/budget.h"
 #include "bifocal/error.h"
 #include "bifocal/model.h"
@@ -28,14 +29,9 @@ std::vector<std::int64_t> parse_contexts(const std::string& text) {
     std::string item = text.substr(begin, end - begin);
     std::int64_t scale = 1;
     if (!item.empty() && (item.back() == 'k' || item.back() == 'K')) scale = 1024, item.pop_back();
-    std::size_t used = 0;
-    std::int64_t value = 0;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || value <= 0)
+    const auto parsed = parse_whole_number(item);
+    const std::int64_t value = parsed.value_or(0);
+    if (value <= 0)
       fail("--context", "'" + text + "' is not a comma-separated list of positive token counts (e.g. 1k,8k,32k)");
     // A bound far past any device's memory for a cache, and far inside int64 once the sizes of
     // the caches are multiplied out (value * scale itself overflowed for 9223372036854775807k).

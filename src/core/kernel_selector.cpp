@@ -1,18 +1,18 @@
 #include "core/kernel_selector.h"
 
-#include <charconv>
+#include <limits>
 
 #include "bifocal/error.h"
+#include "core/whole_number.h"
 
 namespace bifocal {
 
 namespace {
 
-// A whole non-negative decimal number, or -1.
+// A whole non-negative decimal number that fits an int, or -1.
 int whole_number(std::string_view text) {
-  int value = -1;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return error == std::errc{} && end == text.data() + text.size() && !text.empty() && value >= 0 ? value : -1;
+  const auto value = parse_whole_number(text);
+  return value && *value <= std::numeric_limits<int>::max() ? int(*value) : -1;
 }
 
 }  // namespace

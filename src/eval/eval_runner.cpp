@@ -1,6 +1,7 @@
 #include "eval/eval_runner.h"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -9,25 +10,19 @@
 #include "bifocal/mixer_spec.h"
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
+#include "core/whole_number.h"
 #include "eval/eval_results.h"
 
 namespace bifocal::eval {
 
 std::pair<int, int> parse_shard(const std::string& text) {
   const std::size_t slash = text.find('/');
-  int index = -1, count = 0;
-  try {
-    std::size_t used_index = 0, used_count = 0;
-    if (slash != std::string::npos) {
-      index = std::stoi(text.substr(0, slash), &used_index);
-      count = std::stoi(text.substr(slash + 1), &used_count);
-      if (used_index != slash || used_count != text.size() - slash - 1) count = 0;
-    }
-  } catch (const std::exception&) {
-    count = 0;
-  }
-  if (count < 1 || index < 0 || index >= count) fail("--shard", "'" + text + "' is not i/n with 0 <= i < n (e.g. 0/4)");
-  return {index, count};
+  const std::string_view whole(text);
+  const auto index = slash == std::string::npos ? std::nullopt : parse_whole_number(whole.substr(0, slash));
+  const auto count = slash == std::string::npos ? std::nullopt : parse_whole_number(whole.substr(slash + 1));
+  if (!index || !count || *count < 1 || *count > std::numeric_limits<int>::max() || *index >= *count)
+    fail("--shard", "'" + text + "' is not i/n with 0 <= i < n (e.g. 0/4)");
+  return {int(*index), int(*count)};
 }
 
 std::vector<EvalItem> select_items(std::vector<EvalItem> items, int limit, int shard_index, int shard_count) {

@@ -8,6 +8,7 @@
 
 #include "bifocal/error.h"
 #include "bifocal/tokenizer.h"
+#include "core/whole_number.h"
 
 namespace bifocal::eval {
 
@@ -322,14 +323,10 @@ Haystack fill_to_length(const Tokenizer& tokenizer, const Filler& filler, const 
 
 namespace {
 
-// A whole decimal number in [0, 2^53), or nothing.
+// A whole decimal number in [0, 2^53) (exact as a JSON number in the results), or nothing.
 std::optional<std::int64_t> parse_count(const std::string& text) {
-  if (text.empty() || text.size() > 15) return std::nullopt;
-  std::int64_t value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + (c - '0');
-  }
+  const auto value = parse_whole_number(text);
+  if (!value || *value >= (std::int64_t(1) << 53)) return std::nullopt;
   return value;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -10,6 +9,7 @@
 #include "bifocal/generate.h"
 #include "bifocal/model.h"
 #include "bifocal/tokenizer.h"
+#include "core/whole_number.h"
 #include "eval/answer_extraction.h"
 #include "eval/jsonl_records.h"
 #include "eval/seeded_random.h"
@@ -29,11 +29,10 @@ std::string string_field(const nlohmann::json& record, const char* key, const st
 int positive_option(TaskSpec& spec, const std::string& key, int fallback) {
   const auto value = spec.take(key);
   if (!value) return fallback;
-  int parsed = 0;
-  const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), parsed);
-  if (error != std::errc() || end != value->data() + value->size() || parsed < 1)
+  const auto parsed = parse_whole_number(*value);
+  if (!parsed || *parsed < 1 || *parsed > std::numeric_limits<int>::max())
     fail("--task " + spec.name, key + "=" + *value + " is not a whole number >= 1");
-  return parsed;
+  return int(*parsed);
 }
 
 // One long-generation task: its problems, stop strings and sampling set up by the factory.

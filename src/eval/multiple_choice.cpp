@@ -4,6 +4,7 @@
 
 #include "bifocal/error.h"
 #include "bifocal/model.h"
+#include "core/whole_number.h"
 #include "eval/jsonl_records.h"
 #include "eval/mc_datasets.h"
 #include "io/json_file.h"
@@ -210,12 +211,8 @@ std::vector<std::string> split_list(const std::string& list) {
 }
 
 int parse_shots(const std::string& value) {
-  try {
-    std::size_t used = 0;
-    const int shots = std::stoi(value, &used);
-    if (used == value.size() && shots >= 0 && shots <= 5) return shots;
-  } catch (const std::exception&) {
-  }
+  const auto shots = parse_whole_number(value);
+  if (shots && *shots <= 5) return int(*shots);
   fail("--task mmlu", "shots must be an integer from 0 to 5 (MMLU's dev split has five examples), got '" + value + "'");
 }
 

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "bifocal/error.h"
 #include "bifocal/model.h"
 #include "bifocal/sampler.h"
 #include "bifocal/tokenizer.h"
+#include "core/whole_number.h"
 #include "eval/perplexity.h"
 
 namespace bifocal::eval {
@@ -78,12 +80,10 @@ std::unique_ptr<Task> make_perplexity_task(TaskSpec spec, const TaskContext&) {
   if (!file) fail("--task perplexity", "give the text file: perplexity:FILE");
   int context = 4096;
   if (const auto value = spec.take("context")) {
-    try {
-      context = std::stoi(*value);
-    } catch (const std::exception&) {
-      context = 0;
-    }
-    if (context < 2) fail("--task perplexity", "context=" + *value + " is not a number of tokens >= 2");
+    const auto tokens = parse_whole_number(*value);
+    if (!tokens || *tokens < 2 || *tokens > std::numeric_limits<int>::max())
+      fail("--task perplexity", "context=" + *value + " is not a number of tokens >= 2");
+    context = int(*tokens);
   }
   spec.expect_no_more_options();
   return std::make_unique<PerplexityTask>(*file, context);
