@@ -158,6 +158,9 @@ const LinearCase kLinearCases[] = {
     {4, 4, 16, cpu::FeatureMap::Elu1, 16},       {8, 2, 24, cpu::FeatureMap::Hedgehog, 16},
     {6, 2, 48, cpu::FeatureMap::Elu1, 37},       {8, 2, 64, cpu::FeatureMap::Hedgehog, 5},
     {4, 1, 256, cpu::FeatureMap::Elu1, 24},      {4, 1, 256, cpu::FeatureMap::Hedgehog, 24},
+    // paper-fig2: 16 KV heads, more clusters of 8 than the H200 runs at once for LoLCATs, whose
+    // decode then takes clusters of 4 (one_wave_cluster_ranks).
+    {16, 16, 64, cpu::FeatureMap::Hedgehog, 64},
 };
 
 // Inputs of one linear/LoLCATs layer over n tokens. Scale 0.5 keeps elu1's e^x and the

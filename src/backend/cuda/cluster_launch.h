@@ -98,4 +98,20 @@ int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, s
   return clusters;
 }
 
+
+// cluster_ranks(d, heads), lowered until all `heads` clusters of `kernel` run at once
+// (max_active_clusters). One cluster past what the device holds runs in a second wave, which
+// doubles a latency-bound decode step: LoLCATs on paper-fig2 (16 KV heads in clusters of 8, 224
+// registers a thread, so one block a multiprocessor and 15 clusters at once) took 29.8 µs a layer
+// against linear attention's 7.4 (stop 49's timeline). shared_bytes(ranks): the kernel's dynamic
+// shared memory at that split.
+template <typename... KernelArgs, typename SharedBytes>
+int one_wave_cluster_ranks(void (*kernel)(KernelArgs...), int d, int heads, int threads, SharedBytes&& shared_bytes,
+                           const char* name) {
+  for (int ranks = cluster_ranks(d, heads); ranks > 1; --ranks)
+    if ((d / 4) % ranks == 0 && max_active_clusters(kernel, threads, ranks, shared_bytes(ranks), name) >= heads)
+      return ranks;
+  return 1;
+}
+
 }  // namespace bifocal::cuda

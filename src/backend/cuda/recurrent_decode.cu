@@ -266,7 +266,11 @@ void linear_decode(const cpu::LinearShape& shape, const float* hedgehog_weight, 
   cpu::linear_check_shape(shape, hedgehog_weight);
   check_head_dim(shape.head_dim, "linear_decode");
   const LinearDims dims = dims_of(shape);
-  const int ranks = cluster_ranks(dims.head_dim, dims.kv_heads);
+  const auto shared_bytes = [&](int ranks) {
+    return LinearDecodeLayout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks).carve.bytes();
+  };
+  const int ranks = one_wave_cluster_ranks(linear_decode_kernel, dims.head_dim, dims.kv_heads, kRecurrentThreads,
+                                           shared_bytes, "linear_decode_kernel");
   const LinearDecodeLayout layout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks);
   launch_in_clusters(linear_decode_kernel, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks, layout.carve.bytes(),
                      stream, "linear_decode_kernel", dims, hedgehog_weight, q, k, v, state, out);
@@ -280,7 +284,12 @@ void lolcats_decode(const cpu::LinearShape& shape, int window, const float* hedg
   check_head_dim(shape.head_dim, "lolcats_decode");
   if (window <= 0) fail("lolcats_decode", "window must be positive");
   const LinearDims dims = dims_of(shape);
-  const int ranks = cluster_ranks(dims.head_dim, dims.kv_heads);
+  const auto shared_bytes = [&](int ranks) {
+    return LolcatsDecodeLayout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks).carve.bytes();
+  };
+  // One wave matters here: the window pass holds 224 registers a thread, one block a multiprocessor.
+  const int ranks = one_wave_cluster_ranks(lolcats_decode_kernel<T>, dims.head_dim, dims.kv_heads, kRecurrentThreads,
+                                           shared_bytes, "lolcats_decode_kernel");
   const LolcatsDecodeLayout layout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks);
   launch_in_clusters(lolcats_decode_kernel<T>, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks,
                      layout.carve.bytes(), stream, "lolcats_decode_kernel", dims, window, hedgehog_weight,
