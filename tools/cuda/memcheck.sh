@@ -2,7 +2,8 @@
 # On the GPU machine, under tools/cuda/run_on_device.sh ($BUILD set): compute-sanitizer over the
 # CUDA test binary, one gtest filter at a time (the tools slow kernels 10–100×: the whole binary
 # would not fit a device call), each under its own time limit, e.g.
-#   bash tools/cuda/run_on_device.sh 'bash tools/cuda/memcheck.sh memcheck 150 "Gemv*:GateUp*" "LinearKernels*"'
+#   bash tools/cuda/run_on_device.sh 'bash tools/cuda/memcheck.sh memcheck 150 "Gemv*:GateUp*" "*LinearKernels*"'
+# (parameterised suites are named Shapes/Suite.Test/case: lead their filters with '*').
 # TOOL is memcheck (out-of-bounds and misaligned accesses, leaks), racecheck (shared-memory
 # hazards), synccheck (barriers in divergent code) or initcheck (reads of uninitialised device
 # memory). Prints one line a filter: clean, the sanitizer's error summary, or "timed out"; the
@@ -26,7 +27,8 @@ for filter in "$@"; do
   case $rc in
     0)       echo "$tool $filter: clean, $tests tests passed (${seconds} s) — $summary"; rm -f "$log" ;;
     124|137) echo "$tool $filter: timed out after ${limit} s"; status=1 ;;
-    *)       echo "$tool $filter: rc $rc, $summary (${seconds} s; report $log)"; status=1
+    *)       echo "$tool $filter: rc $rc, ${summary:-no error summary} (${seconds} s; report $log)"; status=1
+             [ -z "$summary" ] && tail -3 "$log"
              grep -E '^=========  *(Invalid|Program hit|Race|Barrier|Uninitialized|Leaked)|^=========     at ' "$log" | head -12 ;;
   esac
 done
