@@ -98,7 +98,6 @@ int max_active_clusters(void (*kernel)(KernelArgs...), int threads, int ranks, s
   return clusters;
 }
 
-
 // cluster_ranks(d, heads), lowered until all `heads` clusters of `kernel` run at once
 // (max_active_clusters). One cluster past what the device holds runs in a second wave, which
 // doubles a latency-bound decode step: LoLCATs on paper-fig2 (16 KV heads in clusters of 8, 224

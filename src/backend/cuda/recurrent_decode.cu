@@ -271,8 +271,7 @@ void linear_decode(const cpu::LinearShape& shape, const float* hedgehog_weight, 
   };
   const int ranks = one_wave_cluster_ranks(linear_decode_kernel, dims.head_dim, dims.kv_heads, kRecurrentThreads,
                                            shared_bytes, "linear_decode_kernel");
-  const LinearDecodeLayout layout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks);
-  launch_in_clusters(linear_decode_kernel, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks, layout.carve.bytes(),
+  launch_in_clusters(linear_decode_kernel, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks, shared_bytes(ranks),
                      stream, "linear_decode_kernel", dims, hedgehog_weight, q, k, v, state, out);
 }
 
@@ -290,9 +289,8 @@ void lolcats_decode(const cpu::LinearShape& shape, int window, const float* hedg
   // One wave matters here: the window pass holds 224 registers a thread, one block a multiprocessor.
   const int ranks = one_wave_cluster_ranks(lolcats_decode_kernel<T>, dims.head_dim, dims.kv_heads, kRecurrentThreads,
                                            shared_bytes, "lolcats_decode_kernel");
-  const LolcatsDecodeLayout layout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks);
   launch_in_clusters(lolcats_decode_kernel<T>, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks,
-                     layout.carve.bytes(), stream, "lolcats_decode_kernel", dims, window, hedgehog_weight,
+                     shared_bytes(ranks), stream, "lolcats_decode_kernel", dims, window, hedgehog_weight,
                      window_factor, q, k, v, state, out);
 }
 
