@@ -22,5 +22,11 @@ TEST(WholeNumber, RefusesSignsSpacesTrailingTextAndOverflow) {
     EXPECT_EQ(parse_whole_number(bad), std::nullopt) << "'" << bad << "'";
 }
 
+TEST(WholeNumber, IntsRefuseWhatAnIntCannotHold) {
+  EXPECT_EQ(parse_whole_int("2147483647"), std::numeric_limits<int>::max());
+  EXPECT_EQ(parse_whole_int("2147483648"), std::nullopt);
+  EXPECT_EQ(parse_whole_int("16x"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace bifocal

@@ -1,7 +1,5 @@
 #include "core/kernel_selector.h"
 
-#include <limits>
-
 #include "bifocal/error.h"
 #include "core/whole_number.h"
 
@@ -11,8 +9,7 @@ namespace {
 
 // A whole non-negative decimal number that fits an int, or -1.
 int whole_number(std::string_view text) {
-  const auto value = parse_whole_number(text);
-  return value && *value <= std::numeric_limits<int>::max() ? int(*value) : -1;
+  return parse_whole_int(text).value_or(-1);
 }
 
 }  // namespace

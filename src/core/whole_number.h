@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -17,6 +18,13 @@ inline std::optional<std::int64_t> parse_whole_number(std::string_view text) {
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+// The same, when the value also fits an int (counts the engine keeps in int).
+inline std::optional<int> parse_whole_int(std::string_view text) {
+  const auto value = parse_whole_number(text);
+  if (!value || *value > std::numeric_limits<int>::max()) return std::nullopt;
+  return int(*value);
 }
 
 }  // namespace bifocal

@@ -1,7 +1,6 @@
 #include "eval/eval_runner.h"
 
 #include <chrono>
-#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -18,11 +17,11 @@ namespace bifocal::eval {
 std::pair<int, int> parse_shard(const std::string& text) {
   const std::size_t slash = text.find('/');
   const std::string_view whole(text);
-  const auto index = slash == std::string::npos ? std::nullopt : parse_whole_number(whole.substr(0, slash));
-  const auto count = slash == std::string::npos ? std::nullopt : parse_whole_number(whole.substr(slash + 1));
-  if (!index || !count || *count < 1 || *count > std::numeric_limits<int>::max() || *index >= *count)
+  const auto index = slash == std::string::npos ? std::nullopt : parse_whole_int(whole.substr(0, slash));
+  const auto count = slash == std::string::npos ? std::nullopt : parse_whole_int(whole.substr(slash + 1));
+  if (!index || !count || *count < 1 || *index >= *count)
     fail("--shard", "'" + text + "' is not i/n with 0 <= i < n (e.g. 0/4)");
-  return {int(*index), int(*count)};
+  return {*index, *count};
 }
 
 std::vector<EvalItem> select_items(std::vector<EvalItem> items, int limit, int shard_index, int shard_count) {

@@ -29,10 +29,9 @@ std::string string_field(const nlohmann::json& record, const char* key, const st
 int positive_option(TaskSpec& spec, const std::string& key, int fallback) {
   const auto value = spec.take(key);
   if (!value) return fallback;
-  const auto parsed = parse_whole_number(*value);
-  if (!parsed || *parsed < 1 || *parsed > std::numeric_limits<int>::max())
-    fail("--task " + spec.name, key + "=" + *value + " is not a whole number >= 1");
-  return int(*parsed);
+  const auto parsed = parse_whole_int(*value);
+  if (!parsed || *parsed < 1) fail("--task " + spec.name, key + "=" + *value + " is not a whole number >= 1");
+  return *parsed;
 }
 
 // One long-generation task: its problems, stop strings and sampling set up by the factory.

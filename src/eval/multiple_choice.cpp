@@ -211,8 +211,8 @@ std::vector<std::string> split_list(const std::string& list) {
 }
 
 int parse_shots(const std::string& value) {
-  const auto shots = parse_whole_number(value);
-  if (shots && *shots <= 5) return int(*shots);
+  const auto shots = parse_whole_int(value);
+  if (shots && *shots <= 5) return *shots;
   fail("--task mmlu", "shots must be an integer from 0 to 5 (MMLU's dev split has five examples), got '" + value + "'");
 }
 

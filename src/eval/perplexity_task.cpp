@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <sstream>
 
 #include "bifocal/error.h"
@@ -80,10 +79,9 @@ std::unique_ptr<Task> make_perplexity_task(TaskSpec spec, const TaskContext&) {
   if (!file) fail("--task perplexity", "give the text file: perplexity:FILE");
   int context = 4096;
   if (const auto value = spec.take("context")) {
-    const auto tokens = parse_whole_number(*value);
-    if (!tokens || *tokens < 2 || *tokens > std::numeric_limits<int>::max())
-      fail("--task perplexity", "context=" + *value + " is not a number of tokens >= 2");
-    context = int(*tokens);
+    const auto tokens = parse_whole_int(*value);
+    if (!tokens || *tokens < 2) fail("--task perplexity", "context=" + *value + " is not a number of tokens >= 2");
+    context = *tokens;
   }
   spec.expect_no_more_options();
   return std::make_unique<PerplexityTask>(*file, context);
