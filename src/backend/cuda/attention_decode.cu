@@ -73,6 +73,7 @@ constexpr int kMaxSharedBytes = 227 * 1024;  // the sm_90 per-block limit
 
 using device::commit_async_copies;
 using device::copy16_async_zero_fill;
+using device::copy8_async;
 using device::shared_address;
 using device::wait_async_copies;
 // Four 8×8 matrices of 16-bit elements; lanes 8i … 8i+7 give the row addresses of matrix i.
@@ -189,9 +190,18 @@ __device__ void copy_tile(const DecodeAttentionArgs<T>& a, int kv, std::int64_t 
     copy_rows(std::true_type{});
   if (range.ring && lane < kTileSlots / 2) {  // two int64 positions per lane
     const std::int64_t slot = first + 2 * lane;
-    const int bytes = slot + 1 < range.end ? 16 : slot < range.end ? 8 : 0;
-    copy16_async_zero_fill(shared_address(stage) + 2 * kTileSlots * pitch + 16 * lane,
-                           a.slot_positions + (bytes ? slot : 0), bytes);
+    unsigned char* positions = stage + 2 * kTileSlots * pitch + 16 * lane;
+    if (slot + 1 < range.end) {
+      copy16_async_zero_fill(positions, a.slot_positions + slot, 16);
+    } else if (slot < range.end) {
+      // An odd ring's last slot alone: an 8-byte copy, and the slot past the end zeroed as the
+      // zero-fill would. A 16-byte copy of 8 source bytes addresses 8 bytes past the positions
+      // array, which compute-sanitizer's memcheck reports and stops the kernel on (stop 49).
+      copy8_async(positions, a.slot_positions + slot);
+      *reinterpret_cast<std::int64_t*>(positions + 8) = 0;
+    } else {
+      copy16_async_zero_fill(positions, a.slot_positions, 0);
+    }
   }
 }
 
