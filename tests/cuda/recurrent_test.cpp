@@ -161,6 +161,9 @@ const LinearCase kLinearCases[] = {
     // paper-fig2: 16 KV heads, more clusters of 8 than the H200 runs at once for LoLCATs, whose
     // decode then takes clusters of 4 (one_wave_cluster_ranks).
     {16, 16, 64, cpu::FeatureMap::Hedgehog, 64},
+    // LoLCATs' window pass holds the group's heads in registers, rounded up to 1, 2, 4 or 8:
+    // groups of 2 and of 8 (the cases above have 1, 3 and 4).
+    {4, 2, 32, cpu::FeatureMap::Hedgehog, 12},   {16, 2, 64, cpu::FeatureMap::Elu1, 20},
 };
 
 // Inputs of one linear/LoLCATs layer over n tokens. Scale 0.5 keeps elu1's e^x and the

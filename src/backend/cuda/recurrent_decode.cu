@@ -163,8 +163,9 @@ struct LolcatsDecodeLayout {
   }
 };
 
-// Block (rank, kv): LoLCATs for KV head kv (cpu::lolcats_step_by_step, one token).
-template <typename T>
+// Block (rank, kv): LoLCATs for KV head kv (cpu::lolcats_step_by_step, one token). HEADS: the
+// window pass's heads in registers (window_partial), the group's size rounded up to a power of two.
+template <typename T, int HEADS>
 __global__ void __launch_bounds__(kRecurrentThreads)
     lolcats_decode_kernel(LinearDims dims, int window, const float* hedgehog_weight, const float* window_factor,
                           const float* q, const float* k, const float* v, LolcatsDeviceState<T> state, float* out) {
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(kRecurrentThreads)
   const LolcatsWindowRows<T> ring{state.window_keys, state.window_values, k + std::size_t(kv) * d,
                                   v + std::size_t(kv) * d, kv_heads, d, kv, filled, current_slot};
   const int begin = int(filled * rank / ranks), end = int(filled * (rank + 1) / ranks);
-  device::window_partial(ring, begin, end, rows + d, readers, d, partial, scratch);
+  device::window_partial<HEADS>(ring, begin, end, rows + d, readers, d, partial, scratch);
 
   // 3. The linear part: S += φ(k_{t−w}) v_{t−w}ᵀ, z += φ(k_{t−w}) (only when a key leaves), then
   //    φ(q)ᵀS for this block's columns and φ(q)ᵀz.
@@ -286,12 +287,19 @@ void lolcats_decode(const cpu::LinearShape& shape, int window, const float* hedg
   const auto shared_bytes = [&](int ranks) {
     return LolcatsDecodeLayout(shape.group(), dims.head_dim, dims.feature_dim, dims.head_dim / ranks).carve.bytes();
   };
-  // One wave matters here: the window pass holds 224 registers a thread, one block a multiprocessor.
-  const int ranks = one_wave_cluster_ranks(lolcats_decode_kernel<T>, dims.head_dim, dims.kv_heads, kRecurrentThreads,
-                                           shared_bytes, "lolcats_decode_kernel");
-  launch_in_clusters(lolcats_decode_kernel<T>, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks,
-                     shared_bytes(ranks), stream, "lolcats_decode_kernel", dims, window, hedgehog_weight,
-                     window_factor, q, k, v, state, out);
+  const auto launch = [&](auto kernel) {
+    // One wave matters here: with 8 heads in registers the window pass holds 224 registers a
+    // thread, one block a multiprocessor.
+    const int ranks =
+        one_wave_cluster_ranks(kernel, dims.head_dim, dims.kv_heads, kRecurrentThreads, shared_bytes, "lolcats_decode_kernel");
+    launch_in_clusters(kernel, dim3(ranks, dims.kv_heads), kRecurrentThreads, ranks, shared_bytes(ranks), stream,
+                       "lolcats_decode_kernel", dims, window, hedgehog_weight, window_factor, q, k, v, state, out);
+  };
+  const int group = shape.group();
+  if (group <= 1) return launch(lolcats_decode_kernel<T, 1>);
+  if (group <= 2) return launch(lolcats_decode_kernel<T, 2>);
+  if (group <= 4) return launch(lolcats_decode_kernel<T, 4>);
+  launch(lolcats_decode_kernel<T, device::kWindowHeads>);
 }
 
 template void lolcats_decode<__nv_bfloat16>(const cpu::LinearShape&, int, const float*, const float*, const float*,

@@ -104,18 +104,23 @@ __device__ inline float rescale(float m, float reference) { return m == -INFINIT
 // Each lane group walks its rows with the online-softmax recurrence (cpu::OnlineSoftmax); the
 // groups are then merged by warp shuffles and shared memory (a fixed order: deterministic).
 // Ends with __syncthreads().
-template <typename Rows>
+//
+// HEADS: the query heads one pass over the rows holds in registers (at most kWindowHeads). A
+// caller whose group is smaller asks for fewer: each head's accumulator is 8 registers, and at the
+// default 8 a 256-thread block needs 224 registers a thread, one block a multiprocessor.
+template <int HEADS = kWindowHeads, typename Rows>
 __device__ void window_partial(const Rows& rows, int begin, int end, const float* queries, int heads, int d,
                                WindowPartial out, float* scratch) {
+  static_assert(HEADS >= 1 && HEADS <= kWindowHeads, "the scratch holds kWindowHeads heads a warp");
   const RowLanes lanes = row_lanes(d);
   const float scale = 1.0f / sqrtf(float(d));  // s_j = q·k_j / √d
   const int row_floats = lanes.lanes_per_row * 8;
 
-  for (int first = 0; first < heads; first += kWindowHeads) {
-    const int count = min(kWindowHeads, heads - first);
-    float m[kWindowHeads], l[kWindowHeads], acc[kWindowHeads][8];
+  for (int first = 0; first < heads; first += HEADS) {
+    const int count = min(HEADS, heads - first);
+    float m[HEADS], l[HEADS], acc[HEADS][8];
     #pragma unroll
-    for (int g = 0; g < kWindowHeads; ++g) {
+    for (int g = 0; g < HEADS; ++g) {
       m[g] = -INFINITY;
       l[g] = 0.0f;
       #pragma unroll
@@ -143,7 +148,7 @@ __device__ void window_partial(const Rows& rows, int begin, int end, const float
       #pragma unroll
       for (int u = 0; u < kWindowRowsInFlight; ++u) {
         #pragma unroll
-        for (int g = 0; g < kWindowHeads; ++g) {
+        for (int g = 0; g < HEADS; ++g) {
           if (g >= count) break;
           float dot = 0.0f;
           if (lanes.active) {
@@ -174,7 +179,7 @@ __device__ void window_partial(const Rows& rows, int begin, int end, const float
     float* warp_sum = warp_max + warps * kWindowHeads;         // [warps, kWindowHeads]
     float* merge = warp_sum + warps * kWindowHeads;            // [2][warps, row_floats]
     #pragma unroll
-    for (int g = 0; g < kWindowHeads; ++g) {
+    for (int g = 0; g < HEADS; ++g) {
       if (g >= count) break;
       float mw = m[g];
       for (int offset = lanes.lanes_per_row; offset < 32; offset *= 2)
@@ -183,7 +188,7 @@ __device__ void window_partial(const Rows& rows, int begin, int end, const float
     }
     __syncthreads();
     #pragma unroll
-    for (int g = 0; g < kWindowHeads; ++g) {
+    for (int g = 0; g < HEADS; ++g) {
       if (g >= count) break;
       float block_max = -INFINITY;
       for (int w = 0; w < warps; ++w) block_max = fmaxf(block_max, warp_max[w * kWindowHeads + g]);
@@ -200,7 +205,7 @@ __device__ void window_partial(const Rows& rows, int begin, int end, const float
       if (threadIdx.x == 0) out.max[first + g] = block_max;
     }
     #pragma unroll
-    for (int g = 0; g < kWindowHeads; ++g) {
+    for (int g = 0; g < HEADS; ++g) {
       if (g >= count) break;
       float* buffer = merge + (g % 2) * warps * row_floats;
       if (warp_lane < lanes.lanes_per_row && lanes.active)
