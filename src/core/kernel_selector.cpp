@@ -5,15 +5,6 @@
 
 namespace bifocal {
 
-namespace {
-
-// A whole non-negative decimal number that fits an int, or -1.
-int whole_number(std::string_view text) {
-  return parse_whole_int(text).value_or(-1);
-}
-
-}  // namespace
-
 KernelSelector KernelSelector::parse(std::string_view spec, const std::string& where) {
   const std::string quoted = "'" + std::string(spec) + "'";
   const std::size_t hash = spec.find('#');
@@ -25,14 +16,14 @@ KernelSelector KernelSelector::parse(std::string_view spec, const std::string& w
 
   const std::string_view occurrence = spec.substr(hash + 1);
   const std::size_t slash = occurrence.find('/');
-  selector.first = whole_number(occurrence.substr(0, slash));
+  selector.first = parse_whole_int(occurrence.substr(0, slash)).value_or(-1);  // -1: not a number
   if (selector.first < 0)
     fail(where, quoted + ": after '#' comes the launch's number from 0 (NAME#I) or one in every N (NAME#I/N)");
   if (slash == std::string_view::npos) {
     selector.period = 0;
     return selector;
   }
-  selector.period = whole_number(occurrence.substr(slash + 1));
+  selector.period = parse_whole_int(occurrence.substr(slash + 1)).value_or(-1);
   if (selector.period < 1) fail(where, quoted + ": N in NAME#I/N must be a whole number of at least 1");
   if (selector.first >= selector.period)
     fail(where, quoted + ": I in NAME#I/N must be below N (launches I, I+N, I+2N, …)");
