@@ -2,25 +2,38 @@
 # Builds the CUDA configuration here (nvcc 13, no GPU needed) and packs what the GPU machine lacks
 # into .gpu/bundle.tar.xz: the CLI, the CPU and the CUDA test binaries, and their build directory
 # (~8 MB). The Debian shared libraries they link (the GPU machine has CUDA and cuBLAS but none of
-# OpenBLAS, PCRE2, utf8proc, fmt) go once into .gpu/libs.tar.xz (~5.5 MB), shared by every bundle,
-# so that three builds fit the 64 MiB a device call carries. The device side is
-# tools/cuda/run_on_device.sh. Usage:
+# OpenBLAS, PCRE2, utf8proc, fmt) go once into .gpu/libs.tar.xz (~5.5 MB), shared by every bundle.
+# The device side is tools/cuda/run_on_device.sh. Usage:
 # tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda] [BUNDLE=.gpu/bundle.tar.xz] — a
-# second bundle (another branch's build) lets one device call run both.
+# second bundle (another branch's build) lets one device call run both. A call carries the working
+# tree (~41.5 MiB) and its carry paths within 64 MiB: two full bundles fit beside libs.tar.xz. With
+# CONTENTS (default "bifocal bifocal_tests bifocal_cuda_tests timeline") a bundle holds only what
+# its call runs, e.g. CONTENTS=bifocal for an A/B build (~2.2 MB) or "bifocal bifocal_cuda_tests"
+# (~4.6 MB); `timeline` is the CUPTI library kernel_timeline.sh injects, and the CUPTI it links.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-/work/build-cuda}
 bundle=${2:-.gpu/bundle.tar.xz}
+contents=${CONTENTS:-bifocal bifocal_tests bifocal_cuda_tests timeline}
+for item in $contents; do  # before the build, which takes minutes
+  case $item in
+    bifocal|bifocal_tests|bifocal_cuda_tests|timeline) ;;
+    *) echo "pack_for_device: CONTENTS names bifocal, bifocal_tests, bifocal_cuda_tests or timeline, not '$item'" >&2
+       exit 2 ;;
+  esac
+done
 cmake -S . -B "$build" -DBIFOCAL_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
 stage=$(mktemp -d)
 mkdir -p "$stage/bin"
-cp "$build/bifocal" "$build/bifocal_tests" "$build/bifocal_cuda_tests" "$stage/bin/"
-# The CUPTI timeline library (kernel_timeline.sh) and the CUPTI it links, where the build made it.
-if [ -e "$build/libbifocal_timeline.so" ]; then
-  cp "$build/libbifocal_timeline.so" "$stage/bin/"
-  cp -L "$(ldd "$build/libbifocal_timeline.so" | awk '/libcupti/ {print $3}')" "$stage/bin/"
-fi
+for item in $contents; do
+  if [ "$item" != timeline ]; then
+    cp "$build/$item" "$stage/bin/"
+  elif [ -e "$build/libbifocal_timeline.so" ]; then  # the CUPTI timeline library and the CUPTI it links
+    cp "$build/libbifocal_timeline.so" "$stage/bin/"
+    cp -L "$(ldd "$build/libbifocal_timeline.so" | awk '/libcupti/ {print $3}')" "$stage/bin/"
+  fi
+done
 echo "$build" > "$stage/build_dir"
 mkdir -p "$(dirname "$bundle")"
 tar -C "$stage" -cJf "$bundle" bin build_dir
