@@ -28,11 +28,18 @@ using namespace mlstm_prefill_detail;
 // q of this many query heads is loaded by a warp before its fp64 products, the rest prefetched
 // into L2 then and loaded after them (8 registers a head).
 constexpr int kPreloadedHeads = 2;
+// A grid of at most one block a multiprocessor (1K tokens of Qwen3-4B: 128 blocks) has no second
+// block to hide one's waits behind, and its q loads are the round trips it waits on: there, a warp
+// loads every head's q (groups up to this many) before its products, and its first tile's before
+// the chains and the exponents of steps 1–2 (kLatencyBound). Bigger grids keep kPreloadedHeads:
+// with two blocks an SM, more q in flight was slower (stop 20).
+constexpr int kLatencyBoundHeads = 4;
 
 // Block (s, c): the chunk c of state head s. kHeadDim, kChunk: d and L fixed at compile time (d = 128
 // and 256 at L = 64), so that the addresses fold; 0: the call's.
-template <int kHeadDim = 0, int kChunk = 0>
-__global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
+template <int kHeadDim = 0, int kChunk = 0, bool kLatencyBound = false>
+__global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) chunk_denominators_kernel(PrefillArgs a) {
+  constexpr int kLoadedFirst = kLatencyBound ? kLatencyBoundHeads : kPreloadedHeads;
   if (!a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
   if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
@@ -56,6 +63,27 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
+  // Step 3's tiling (below): a warp's two m-tiles of 8 rows and its column group.
+  const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
+  const int m_tile[2] = {pair, L / 8 - 1 - pair};
+  const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
+  // q̂'s elements this lane multiplies for one head, the n-tile pair from first_tile on.
+  const auto load_queries = [&](int head, int first_tile, float2 (&into)[2][2]) {
+    const bool second = first_tile + 1 < n_tiles;
+    #pragma unroll
+    for (int m = 0; m < 2; ++m)
+      #pragma unroll
+      for (int n = 0; n < 2; ++n)
+        into[m][n] = row[m] < count && (n == 0 || second)
+                         ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
+                         : make_float2(0.0f, 0.0f);
+  };
+  float2 preloaded[kLoadedFirst][2][2];
+  if constexpr (kLatencyBound) {  // the first tile's, in flight through steps 1 and 2
+    #pragma unroll
+    for (int head = 0; head < kLoadedFirst; ++head)
+      if (head < group && 2 * column_group < n_tiles) load_queries(head, 2 * column_group, preloaded[head]);
+  }
 
   // 1. k of the chunk (zero past it and past d), the gates, n_c.
   for (int item = threadIdx.x; item < L * width / 4; item += blockDim.x) {
@@ -113,9 +141,6 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
   //    column_groups-th pair of n-tiles of 8 columns; it sums q̂_τ·N_τ over its columns into
   //    `partials` (one writer per element), which are then summed over the column groups in a
   //    fixed order: the same bits on every run. Products and sums are IEEE fp64 throughout.
-  const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
-  const int m_tile[2] = {pair, L / 8 - 1 - pair};
-  const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
   const int steps[2] = {2 * m_tile[0] + 2, 2 * m_tile[1] + 2};  // k-steps of 4 keys up to the diagonal
   const double query_scale = 1.0 / sqrt(double(d));
   for (int first_tile = 2 * column_group; first_tile < n_tiles; first_tile += 2 * layout.column_groups) {
@@ -131,21 +156,14 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
         sum[m][n][1] = present ? entering[row[m]] * normalizer[column + 1] : 0.0;
       }
     // The first heads' q is loaded before the products, so that the global loads' latency hides
-    // behind the fp64 mma chain; the other heads' lines go to L2 then.
-    const auto load_queries = [&](int head, float2 (&into)[2][2]) {
+    // behind the fp64 mma chain; the other heads' lines go to L2 then. (kLatencyBound: the first
+    // tile's were loaded before step 1.)
+    if (!kLatencyBound || first_tile != 2 * column_group) {
       #pragma unroll
-      for (int m = 0; m < 2; ++m)
-        #pragma unroll
-        for (int n = 0; n < 2; ++n)
-          into[m][n] = row[m] < count && (n == 0 || second)
-                           ? *reinterpret_cast<const float2*>(query_row(head, row[m]) + 8 * (first_tile + n) + 2 * t)
-                           : make_float2(0.0f, 0.0f);
-    };
-    float2 preloaded[kPreloadedHeads][2][2];
-    #pragma unroll
-    for (int head = 0; head < kPreloadedHeads; ++head)
-      if (head < group) load_queries(head, preloaded[head]);
-    for (int head = kPreloadedHeads; head < group; ++head)
+      for (int head = 0; head < kLoadedFirst; ++head)
+        if (head < group) load_queries(head, first_tile, preloaded[head]);
+    }
+    for (int head = kLoadedFirst; head < group; ++head)
       #pragma unroll
       for (int m = 0; m < 2; ++m)
         if (row[m] < count) prefetch_line_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
@@ -175,11 +193,11 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
       }
     };
     #pragma unroll
-    for (int head = 0; head < kPreloadedHeads; ++head)
+    for (int head = 0; head < kLoadedFirst; ++head)
       if (head < group) add_partials(head, preloaded[head]);
-    for (int head = kPreloadedHeads; head < group; ++head) {
+    for (int head = kLoadedFirst; head < group; ++head) {
       float2 queries[2][2];
-      load_queries(head, queries);
+      load_queries(head, first_tile, queries);
       add_partials(head, queries);
     }
   }
@@ -212,9 +230,14 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
   const int group = args.query_heads / args.states;
   const bool fixed = args.chunk == 64;
-  const auto kernel = fixed && args.head_dim == 128   ? chunk_denominators_kernel<128, 64>
-                      : fixed && args.head_dim == 256 ? chunk_denominators_kernel<256, 64>
-                                                      : chunk_denominators_kernel<>;
+  // kLatencyBound: at most one block an SM, for the bf16 models' shapes.
+  const bool latency_bound = group <= kLatencyBoundHeads && args.states * args.chunks <= multiprocessor_count();
+  const auto kernel = !fixed                    ? chunk_denominators_kernel<>
+                      : args.head_dim == 128 && latency_bound ? chunk_denominators_kernel<128, 64, true>
+                      : args.head_dim == 128                  ? chunk_denominators_kernel<128, 64>
+                      : args.head_dim == 256 && latency_bound ? chunk_denominators_kernel<256, 64, true>
+                      : args.head_dim == 256                  ? chunk_denominators_kernel<256, 64>
+                                                              : chunk_denominators_kernel<>;
   launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
                    DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
                    "chunk_denominators_kernel", args);
