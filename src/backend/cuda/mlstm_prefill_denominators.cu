@@ -225,6 +225,12 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
   count_denominators_block_done(a);
 }
 
+// The kernel compiled for d = kHeadDim at L = 64, in its latency-bound variant or not.
+template <int kHeadDim>
+auto fixed_shape_kernel(bool latency_bound) {
+  return latency_bound ? chunk_denominators_kernel<kHeadDim, 64, true> : chunk_denominators_kernel<kHeadDim, 64>;
+}
+
 }  // namespace
 
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
@@ -232,12 +238,9 @@ void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cu
   const bool fixed = args.chunk == 64;
   // kLatencyBound: at most one block an SM, for the bf16 models' shapes.
   const bool latency_bound = group <= kLatencyBoundHeads && args.states * args.chunks <= multiprocessor_count();
-  const auto kernel = !fixed                    ? chunk_denominators_kernel<>
-                      : args.head_dim == 128 && latency_bound ? chunk_denominators_kernel<128, 64, true>
-                      : args.head_dim == 128                  ? chunk_denominators_kernel<128, 64>
-                      : args.head_dim == 256 && latency_bound ? chunk_denominators_kernel<256, 64, true>
-                      : args.head_dim == 256                  ? chunk_denominators_kernel<256, 64>
-                                                              : chunk_denominators_kernel<>;
+  const auto kernel = fixed && args.head_dim == 128   ? fixed_shape_kernel<128>(latency_bound)
+                      : fixed && args.head_dim == 256 ? fixed_shape_kernel<256>(latency_bound)
+                                                      : chunk_denominators_kernel<>;
   launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
                    DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
                    "chunk_denominators_kernel", args);
