@@ -24,19 +24,20 @@ inline int multiprocessor_count() {
   return count;
 }
 
-// The dynamic shared memory to ask for a grid of `blocks` that needs `needed` bytes a block. A
-// kernel launched as a programmatic dependent starts while the kernel before it still holds the
-// SMs, and its blocks go wherever room frees up first: a small grid then piles up on a few SMs. The
-// mLSTM contributions kernel (128 blocks at 1K tokens, 54 KiB each, four fit an SM) took 28 µs
-// so, against 17 µs spread one block an SM (docs/notes/cuda-stop42-2026-12-04.md). So a grid of
-// at most one block an SM asks for just over half an SM's shared memory: two of its blocks never
-// share one.
-inline std::size_t spread_shared_bytes(std::size_t needed, std::int64_t blocks) {
-  static const std::size_t per_sm = std::size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
+// The dynamic shared memory to ask for a grid of `blocks` that needs `needed` bytes a block, so
+// that at most `per_sm` of its blocks share a multiprocessor. A kernel launched as a programmatic
+// dependent starts while the kernel before it still holds the SMs, and its blocks go wherever room
+// frees up first: a small grid then piles up on a few SMs. The mLSTM contributions kernel (128
+// blocks at 1K tokens, 54 KiB each, four fit an SM) took 28 µs so, against 17 µs spread one block
+// an SM (docs/notes/cuda-stop42-2026-12-04.md). So a grid of at most per_sm blocks an SM asks for
+// just over 1 / (per_sm + 1) of an SM's shared memory: per_sm + 1 of its blocks never share one.
+inline std::size_t spread_shared_bytes(std::size_t needed, std::int64_t blocks, int per_sm = 1) {
+  static const std::size_t sm_bytes = std::size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
   static const std::size_t per_block = std::size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin));
-  const std::size_t over_half = (per_sm / 2 / 1024 + 1) * 1024;
-  if (blocks > multiprocessor_count() || needed >= over_half || over_half > per_block) return needed;
-  return over_half;
+  const std::size_t over_share = (sm_bytes / std::size_t(per_sm + 1) / 1024 + 1) * 1024;
+  if (blocks > std::int64_t(per_sm) * multiprocessor_count() || needed >= over_share || over_share > per_block)
+    return needed;
+  return over_share;
 }
 
 }  // namespace bifocal::cuda

@@ -417,16 +417,18 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
                       : fixed && args.head_dim == 256      ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64>
                                                            : chunk_contributions_kernel<MlstmProducts::Bf16>;
   const std::size_t needed = ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes();
-  // A (state, chunk) in parts while the grid stays within one block an SM and a part keeps whole
-  // 8-column tiles (PrefillArgs::contribution_parts).
+  // A (state, chunk) in parts while the grid stays within two blocks an SM and a part keeps whole
+  // 8-column tiles (PrefillArgs::contribution_parts). Half a block's path is its product and its
+  // stores (docs/notes/cuda-stop53-2026-12-05.md), which parts share: 1K tokens of Qwen3-4B run
+  // 256 blocks of half the columns, not 128 blocks of all of them (+0.7% prefill, stop 53).
   PrefillArgs parted = args;
   const std::int64_t blocks = std::int64_t(args.states) * args.chunks;
   while (parted.contribution_parts < 4 && args.head_dim % (16 * parted.contribution_parts) == 0 &&
-         blocks * 2 * parted.contribution_parts <= multiprocessor_count())
+         blocks * parted.contribution_parts <= multiprocessor_count())
     parted.contribution_parts *= 2;
-  // At most one block an SM (1K tokens of Qwen3-4B: 128 blocks): spread over the SMs, not piled
-  // onto the few the previous kernel frees first (spread_shared_bytes).
-  const std::size_t shared_bytes = spread_shared_bytes(needed, blocks * parted.contribution_parts);
+  // At most two blocks an SM: spread over the SMs, not piled onto the few the previous kernel
+  // frees first (spread_shared_bytes).
+  const std::size_t shared_bytes = spread_shared_bytes(needed, blocks * parted.contribution_parts, 2);
   // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
   // may keep more L1 and run fewer.
   if (bf16_values)
