@@ -11,8 +11,11 @@
 // 3xTF32) and token counts that end inside a chunk.
 //
 // The mixer launches the window attention inside the call instead (mlstm_prefill's
-// window_branch, beside the denominators kernel): the second test checks that this gives the
-// same bits as the attention launched before the call, for the tensor-core and SIMT attention.
+// window_branch, beside the denominators kernel), and the window's gather too (window_gather,
+// beside the contributions kernel in short calls): the second test checks that this gives the
+// same bits as the gather and the attention launched before the call, for the tensor-core and
+// SIMT attention, with the gather beside the contributions kernel and (a call of more chunks)
+// before it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +30,7 @@
 #include "backend/cpu/mlstm.h"
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gather_window.cuh"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "cuda/recurrent_test_support.h"
 
@@ -107,8 +111,9 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
 }
 
 // out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
-// with the attention launched before the call or as its window_branch; then the state the call
-// leaves (matrix, normalizer, stabilizer). The gate rows get a random bias per column: added into
+// with the window's gather (of the n new tokens, no ring, into poisoned buffers) and the attention
+// launched before the call, or as its window_gather and window_branch (as DeviceMixer's prefill
+// does); then the state the call leaves (matrix, normalizer, stabilizer). The gate rows get a random bias per column: added into
 // the rows here (as gemm's bias pass would), or, with bias_by_readers, left to the kernels that read
 // them (MlstmGateInputs' and MlstmOutputMix's biases, PrefillAttentionArgs::output_gate_bias), as
 // DeviceMixer's prefill does.
@@ -126,15 +131,24 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   std::vector<std::int64_t> positions(n);
   for (int j = 0; j < n; ++j) positions[j] = j;
   const auto q = on_device(x.q), k = on_device(x.k), v = on_device(x.v), gate_rows = on_device(rows);
-  const auto keys = testing::upload(testing::to_storage<T>(x.k)), values = testing::upload(testing::to_storage<T>(x.v));
   const auto token_positions = on_device(positions);
+  auto keys = poisoned<T>(x.k.size()), values = poisoned<T>(x.v.size());
+  auto key_positions = poisoned<std::int64_t>(std::size_t(n));
+  const std::int64_t row = std::int64_t(shape.kv_heads) * shape.head_dim;
+  const auto gather = [&](bool wait_at_end) {
+    cuda::gather_window<T>({.new_keys = k.data(), .new_values = v.data(), .new_positions = token_positions.data(),
+                            .n = n, .row = row, .keys = keys.data(), .values = values.data(),
+                            .positions = key_positions.data(), .wait_at_end = wait_at_end},
+                           nullptr);
+  };
   const auto sinks = on_device(testing::normal_vector(std::size_t(Hq), rng, 0, 1));
   const auto products = products_of<T>();
   auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
   testing::DeviceMlstmState state(testing::HostMlstmState{shape});
   auto out = poisoned<T>(x.q.size());
   const cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
-                                             .keys = keys.data(), .values = values.data(), .key_positions = nullptr,
+                                             .keys = keys.data(), .values = values.data(),
+                                             .key_positions = key_positions.data(),
                                              .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
                                              .head_dim = shape.head_dim, .window = 16, .sink_tokens = 0,
                                              .learned_sinks = sinks.data(), .output_gate = gate_rows.data() + 2 * S,
@@ -142,14 +156,18 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                                              .output_gate_bias = readers_bias ? readers_bias + 2 * S : nullptr,
                                              .beside_previous_kernel = as_branch};
   const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
-  if (!as_branch) attend();
+  if (!as_branch) {  // the reference order: gather, attention, then the mLSTM's kernels
+    gather(false);
+    attend();
+  }
   const cuda::MlstmGateInputs gates{.input = gate_rows.data(), .forget = gate_rows.data() + S, .stride = stride,
                                     .input_bias = readers_bias, .forget_bias = readers_bias ? readers_bias + S : nullptr};
   cuda::mlstm_prefill(shape, q.data(), k.data(), v.data(), gates, n, state.view(), out.data(), products,
                       workspace.data(), nullptr,
                       {.gate = gate_rows.data() + 2 * S, .gate_stride = stride,
                        .gate_bias = readers_bias ? readers_bias + 2 * S : nullptr},
-                      as_branch ? std::function<void()>(attend) : std::function<void()>());
+                      as_branch ? std::function<void()>(attend) : std::function<void()>(),
+                      as_branch ? std::function<void(bool)>(gather) : std::function<void(bool)>());
   testing::synchronize();
   std::vector<float> result = testing::download_floats(out);
   for (const auto* part : {&state.matrix, &state.normalizer, &state.stabilizer}) {
@@ -194,14 +212,17 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
 TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits) {
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const cpu::MlstmShape& shape : kShapes) {
-    for (const int n : kLengths) {
-      SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
-      std::mt19937 before(seed), beside(seed);  // the same inputs for both orders
-      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true),
-                           window_then_mlstm<TypeParam>(shape, n, before, false));
-    }
-  }
+  const auto expect_both_orders_alike = [&](const cpu::MlstmShape& shape, int n) {
+    SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
+    std::mt19937 before(seed), beside(seed);  // the same inputs for both orders
+    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true),
+                         window_then_mlstm<TypeParam>(shape, n, before, false));
+  };
+  for (const cpu::MlstmShape& shape : kShapes)
+    for (const int n : kLengths) expect_both_orders_alike(shape, n);  // the gather beside kernel 1
+  // 4 states × 35 chunks of 64 tokens, more blocks than any GPU of ours has SMs: the gather
+  // goes before kernel 1 (mlstm_prefill's window_gather).
+  expect_both_orders_alike(kShapes[2], 35 * 64 - 40);
 }
 
 // The gate biases added by the kernels that read the pre-activations give the bits of the same

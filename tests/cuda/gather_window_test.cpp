@@ -3,7 +3,8 @@
 // rounded to the storage type once (as the CPU's cache stores them) and their positions; outputs
 // poisoned first, so an element it forgets fails. With store_new_tokens, the ring it leaves is
 // store_kv_slots' (run on a copy of the same ring) bit for bit, and what it gathered is still the
-// ring as it was.
+// ring as it was. Each in both modes: waiting for the kernel before it at its start, and at its end
+// (wait_at_end, beside the mLSTM contributions kernel: a smaller grid, more rows a thread).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct Gathered {
 // A ring of `slots` rows (some empty: position −1) and n new rows, gathered on the device; `want`
 // gets the host's copies.
 template <typename T>
-Gathered gather_on_device(std::int64_t slots, std::int64_t n, std::int64_t row, std::mt19937& rng,
+Gathered gather_on_device(std::int64_t slots, std::int64_t n, std::int64_t row, bool wait_at_end, std::mt19937& rng,
                           Gathered& want) {
   const auto ring_keys = as_stored<T>(testing::random_vector(slots * row, rng));
   const auto ring_values = as_stored<T>(testing::random_vector(slots * row, rng));
@@ -71,7 +72,8 @@ Gathered gather_on_device(std::int64_t slots, std::int64_t n, std::int64_t row, 
   cuda::gather_window<T>({.ring_keys = d_ring_keys.data(), .ring_values = d_ring_values.data(),
                           .ring_positions = d_ring_positions.data(), .slots = slots, .new_keys = d_new_keys.data(),
                           .new_values = d_new_values.data(), .new_positions = d_new_positions.data(), .n = n,
-                          .row = row, .keys = keys.data(), .values = values.data(), .positions = positions.data()},
+                          .row = row, .keys = keys.data(), .values = values.data(), .positions = positions.data(),
+                          .wait_at_end = wait_at_end},
                          nullptr);
   cuda::check(cudaDeviceSynchronize(), "gather_window test");
   return {download_floats(keys), download_floats(values), positions.download()};
@@ -82,13 +84,15 @@ TYPED_TEST(GatherWindow, CopiesTheRingThenTheNewTokensRounded) {
   // and a ragged chunk, no new tokens, a row of one 4-wide quad.
   for (const auto [slots, n, row] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{576, 1024, 1024},
                                      {5, 7, 8}, {17, 0, 96}, {3, 11, 4}}) {
-    Gathered want;
-    const Gathered got = gather_on_device<TypeParam>(slots, n, row, this->rng_, want);
-    const std::string what =
-        "slots " + std::to_string(slots) + ", n " + std::to_string(n) + ", row " + std::to_string(row);
-    EXPECT_EQ(got.keys, want.keys) << what;
-    EXPECT_EQ(got.values, want.values) << what;
-    EXPECT_EQ(got.positions, want.positions) << what;
+    for (const bool wait_at_end : {false, true}) {
+      Gathered want;
+      const Gathered got = gather_on_device<TypeParam>(slots, n, row, wait_at_end, this->rng_, want);
+      const std::string what = "slots " + std::to_string(slots) + ", n " + std::to_string(n) + ", row " +
+                               std::to_string(row) + (wait_at_end ? ", waiting at its end" : "");
+      EXPECT_EQ(got.keys, want.keys) << what;
+      EXPECT_EQ(got.values, want.values) << what;
+      EXPECT_EQ(got.positions, want.positions) << what;
+    }
   }
 }
 
@@ -104,47 +108,51 @@ TYPED_TEST(GatherWindow, StoresTheNewTokensAsStoreKvSlotsDoes) {
   };
   for (const Case c : {Case{576, 0, 1024, 1024, 1024}, Case{12, 4, 0, 9, 8}, Case{12, 4, 18, 5, 8},
                        Case{12, 4, 27, 30, 4}, Case{9, 3, 1, 1, 16}, Case{7, 2, 40, 0, 8}}) {
-    const std::string what = "slots " + std::to_string(c.slots) + ", sinks " + std::to_string(c.sinks) + ", first " +
-                             std::to_string(c.first) + ", n " + std::to_string(c.n);
-    const auto ring_keys = to_storage<T>(testing::random_vector(c.slots * c.row, this->rng_));
-    const auto ring_values = to_storage<T>(testing::random_vector(c.slots * c.row, this->rng_));
-    const auto new_keys = testing::random_vector(c.n * c.row, this->rng_);
-    const auto new_values = testing::random_vector(c.n * c.row, this->rng_);
-    std::vector<std::int64_t> ring_positions(c.slots), new_positions(c.n);
-    for (std::int64_t i = 0; i < c.slots; ++i) ring_positions[i] = i % 4 == 3 ? -1 : 100 + i;
-    for (std::int64_t i = 0; i < c.n; ++i) new_positions[i] = c.first + i;
-    const auto d_new_keys = upload(new_keys), d_new_values = upload(new_values);
-    const auto d_new_positions = upload(new_positions);
+    for (const bool wait_at_end : {false, true}) {
+      const std::string what = "slots " + std::to_string(c.slots) + ", sinks " + std::to_string(c.sinks) + ", first " +
+                               std::to_string(c.first) + ", n " + std::to_string(c.n) +
+                               (wait_at_end ? ", waiting at its end" : "");
+      const auto ring_keys = to_storage<T>(testing::random_vector(c.slots * c.row, this->rng_));
+      const auto ring_values = to_storage<T>(testing::random_vector(c.slots * c.row, this->rng_));
+      const auto new_keys = testing::random_vector(c.n * c.row, this->rng_);
+      const auto new_values = testing::random_vector(c.n * c.row, this->rng_);
+      std::vector<std::int64_t> ring_positions(c.slots), new_positions(c.n);
+      for (std::int64_t i = 0; i < c.slots; ++i) ring_positions[i] = i % 4 == 3 ? -1 : 100 + i;
+      for (std::int64_t i = 0; i < c.n; ++i) new_positions[i] = c.first + i;
+      const auto d_new_keys = upload(new_keys), d_new_values = upload(new_values);
+      const auto d_new_positions = upload(new_positions);
 
-    // Expected: store_kv_slots on one copy of the ring.
-    auto want_keys = upload(ring_keys), want_values = upload(ring_values);
-    auto want_positions = upload(ring_positions);
-    cuda::store_kv_slots<T>(d_new_keys.data(), d_new_values.data(), int(c.n), d_new_positions.data(),
-                            want_keys.data(), want_values.data(), want_positions.data(), 1, int(c.row),
-                            int(c.slots), c.sinks, nullptr);
-    // The gather with the store folded in, on another.
-    auto keys_ring = upload(ring_keys), values_ring = upload(ring_values);
-    auto positions_ring = upload(ring_positions);
-    DeviceBuffer<T> keys((c.slots + c.n) * c.row), values((c.slots + c.n) * c.row);
-    DeviceBuffer<std::int64_t> positions(c.slots + c.n);
-    cuda::gather_window<T>({.ring_keys = keys_ring.data(), .ring_values = values_ring.data(),
-                            .ring_positions = positions_ring.data(), .slots = c.slots, .new_keys = d_new_keys.data(),
-                            .new_values = d_new_values.data(), .new_positions = d_new_positions.data(), .n = c.n,
-                            .row = c.row, .keys = keys.data(), .values = values.data(), .positions = positions.data(),
-                            .store_new_tokens = true, .sink_tokens = c.sinks, .first_position = c.first},
-                           nullptr);
-    cuda::check(cudaDeviceSynchronize(), "gather_window test");
-    EXPECT_EQ(download_floats(keys_ring), download_floats(want_keys)) << what;
-    EXPECT_EQ(download_floats(values_ring), download_floats(want_values)) << what;
-    EXPECT_EQ(positions_ring.download(), want_positions.download()) << what;
-    // The gathered window is the ring before the store.
-    auto gathered_keys = download_floats(keys), gathered_positions = positions.download();
-    gathered_keys.resize(c.slots * c.row);
-    gathered_positions.resize(c.slots);
-    EXPECT_EQ(gathered_keys, download_floats(upload(ring_keys))) << what;
-    EXPECT_EQ(gathered_positions, ring_positions) << what;
-    // The store changed the ring wherever the chunk reaches it (a check that the case stores).
-    if (c.n > 0) EXPECT_NE(positions_ring.download(), ring_positions) << what;
+      // Expected: store_kv_slots on one copy of the ring.
+      auto want_keys = upload(ring_keys), want_values = upload(ring_values);
+      auto want_positions = upload(ring_positions);
+      cuda::store_kv_slots<T>(d_new_keys.data(), d_new_values.data(), int(c.n), d_new_positions.data(),
+                              want_keys.data(), want_values.data(), want_positions.data(), 1, int(c.row),
+                              int(c.slots), c.sinks, nullptr);
+      // The gather with the store folded in, on another.
+      auto keys_ring = upload(ring_keys), values_ring = upload(ring_values);
+      auto positions_ring = upload(ring_positions);
+      DeviceBuffer<T> keys((c.slots + c.n) * c.row), values((c.slots + c.n) * c.row);
+      DeviceBuffer<std::int64_t> positions(c.slots + c.n);
+      cuda::gather_window<T>({.ring_keys = keys_ring.data(), .ring_values = values_ring.data(),
+                              .ring_positions = positions_ring.data(), .slots = c.slots, .new_keys = d_new_keys.data(),
+                              .new_values = d_new_values.data(), .new_positions = d_new_positions.data(), .n = c.n,
+                              .row = c.row, .keys = keys.data(), .values = values.data(), .positions = positions.data(),
+                              .store_new_tokens = true, .sink_tokens = c.sinks, .first_position = c.first,
+                              .wait_at_end = wait_at_end},
+                             nullptr);
+      cuda::check(cudaDeviceSynchronize(), "gather_window test");
+      EXPECT_EQ(download_floats(keys_ring), download_floats(want_keys)) << what;
+      EXPECT_EQ(download_floats(values_ring), download_floats(want_values)) << what;
+      EXPECT_EQ(positions_ring.download(), want_positions.download()) << what;
+      // The gathered window is the ring before the store.
+      auto gathered_keys = download_floats(keys), gathered_positions = positions.download();
+      gathered_keys.resize(c.slots * c.row);
+      gathered_positions.resize(c.slots);
+      EXPECT_EQ(gathered_keys, download_floats(upload(ring_keys))) << what;
+      EXPECT_EQ(gathered_positions, ring_positions) << what;
+      // The store changed the ring wherever the chunk reaches it (a check that the case stores).
+      if (c.n > 0) EXPECT_NE(positions_ring.download(), ring_positions) << what;
+    }
   }
 }
 

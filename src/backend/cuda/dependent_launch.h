@@ -38,6 +38,12 @@
 // until the previous kernel completes: right for a kernel of one wave (the window attention), not
 // for one of many short blocks — qk_norm_rope's 5,120 blocks, each waiting at its end for a product
 // launched before them, stalled behind it (16 → 27.6 µs, docs/notes/cuda-stop45-2026-12-04.md).
+// The window's gather sits beside the mLSTM's contributions kernel the same way in short calls
+// (GatherWindowArgs::wait_at_end, PrefillArgs::contributions_launch_next_after_wait): the
+// contributions kernel then waits only for the kernel before it, not for the gather, and the scan's
+// grid wait, on the gather, still implies the contributions'. Only where the contributions kernel's
+// blocks leave the SMs room: at 4K tokens its grid fills them and the gather, waiting for room,
+// cost 0.9% (docs/notes/cuda-stop53-2026-12-05.md).
 #pragma once
 
 #include <cuda_runtime.h>

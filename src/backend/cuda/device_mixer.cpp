@@ -252,14 +252,16 @@ typename DeviceMixer<T>::GatePreactivations DeviceMixer<T>::gate_products(const 
 // earlier queries of the chunk still see (as SlidingWindowMixer does); key order does not matter to
 // the softmax, only positions do.
 template <typename T>
-void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, cudaStream_t stream) const {
+void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, cudaStream_t stream,
+                                   bool wait_at_end) const {
   cuda::gather_window<T>({.ring_keys = s.keys.data(), .ring_values = s.values.data(),
                           .ring_positions = s.slot_positions.data(), .slots = s.slots, .new_keys = in.keys,
                           .new_values = in.values, .new_positions = in.positions, .n = in.n,
                           .row = std::int64_t(shape_.kv_heads) * shape_.head_dim,
                           .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
                           .positions = s.shared->gathered_positions.data(), .store_new_tokens = true,
-                          .sink_tokens = sink_tokens_, .first_position = in.first_position},
+                          .sink_tokens = sink_tokens_, .first_position = in.first_position,
+                          .wait_at_end = wait_at_end},
                          stream);
 }
 
@@ -328,14 +330,15 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // window branch on a second stream beside the mLSTM kernels left every later graph replay of
       // the process ~1% slower (a kernel holding most of an SM's shared memory run on another
       // stream: tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
+      // The window's gather goes where mlstm_prefill puts it: in short calls beside the mLSTM's
+      // contributions kernel, which then need not wait for it (window_gather; stop 53: +1.0% at 1K).
       const GatePreactivations gates = gate_products(in, s, &cublas, stream);
       const float* mix_gate = gates.values + 2 * mlstm.states;
-      gather_window(in, s, stream);
-      mlstm_prefill<T>(mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products,
-                       scratch_of(s), stream, {.gate = mix_gate, .gate_stride = gates.stride, .gate_bias = mix_bias()},
-                       [&] {
-                         attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true);
-                       });
+      mlstm_prefill<T>(
+          mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products, scratch_of(s),
+          stream, {.gate = mix_gate, .gate_stride = gates.stride, .gate_bias = mix_bias()},
+          [&] { attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true); },
+          [&](bool beside_contributions) { gather_window(in, s, stream, /*wait_at_end=*/beside_contributions); });
       return;
     }
   }

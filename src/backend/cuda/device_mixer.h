@@ -132,9 +132,11 @@ class DeviceMixer {
   int state_heads() const;
   // A window's prefill in two steps: the cached window and the new tokens gathered side by side
   // (and the new tokens into the ring), then attention over them. mix_gate: Bifocal's window branch,
-  // its output rows scaled by 1 − sigmoid(mix gate); beside_previous_kernel: the attention runs
-  // beside the kernel launched before it (PrefillAttentionArgs::beside_previous_kernel).
-  void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream) const;
+  // its output rows scaled by 1 − sigmoid(mix gate); wait_at_end and beside_previous_kernel: the
+  // gather or the attention runs beside the kernel launched before it (GatherWindowArgs::
+  // wait_at_end, PrefillAttentionArgs::beside_previous_kernel).
+  void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream,
+                     bool wait_at_end = false) const;
   void attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
                      const float* mix_gate = nullptr, int mix_gate_stride = 0,
                      bool beside_previous_kernel = false) const;

@@ -40,7 +40,8 @@ __device__ std::int64_t token_for_slot(const GatherWindowArgs<T>& a, std::int64_
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArgs<T> a) {
   device::allow_next_kernel_launch();
-  device::wait_for_previous_kernel();  // the new keys, values and positions are earlier kernels'
+  // The new keys, values and positions are earlier kernels': complete already when wait_at_end.
+  if (!a.wait_at_end) device::wait_for_previous_kernel();
   // Every element is read once: through L2 only (__ldcg).
   const std::int64_t quads = a.row / 4, ring = a.slots * quads, fresh = a.n * quads;
   const std::int64_t total = 2 * ring + 2 * fresh + a.slots + a.n;
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArg
         if (const std::int64_t token = token_for_slot(a, j); token >= 0) a.ring_positions[j] = a.first_position + token;
     }
   }
+  if (a.wait_at_end) device::wait_for_previous_kernel();  // this kernel's completion implies the one before
 }
 
 }  // namespace
@@ -89,9 +91,10 @@ void gather_window(const GatherWindowArgs<T>& args, cudaStream_t stream) {
                               std::to_string(args.sink_tokens) + " sink tokens");
   const std::int64_t total = 2 * (args.slots + args.n) * (args.row / 4) + args.slots + args.n;
   if (total == 0) return;
-  // A grid-stride loop over at most 8 blocks an SM: enough to keep the copies in flight.
-  const std::int64_t blocks =
-      std::min<std::int64_t>((total + kThreads - 1) / kThreads, 8 * std::int64_t(multiprocessor_count()));
+  // A grid-stride loop over at most 8 blocks an SM: enough to keep the copies in flight (2 when
+  // each waits at its end, beside a kernel that holds the SMs).
+  const std::int64_t blocks = std::min<std::int64_t>((total + kThreads - 1) / kThreads,
+                                                     (args.wait_at_end ? 2 : 8) * std::int64_t(multiprocessor_count()));
   launch_dependent(gather_window_kernel<T>, dim3(unsigned(blocks)), dim3(kThreads), 0, stream, "gather_window_kernel",
                    args);
 }

@@ -37,6 +37,12 @@ struct GatherWindowArgs {
   bool store_new_tokens = false;
   int sink_tokens = 0;
   std::int64_t first_position = 0;
+  // Beside the kernel before it (Bifocal's prefill: mlstm_prefill's window_gather, after the
+  // mLSTM contributions kernel, which lets it launch only after its own wait, so every input here
+  // was written by kernels that have completed): copies at once and waits for the kernel before
+  // it only at its end, so that its completion still implies that kernel's (dependent_launch.h).
+  // Its grid is then at most two blocks an SM, since a block that waits at its end keeps its slot.
+  bool wait_at_end = false;
 };
 
 // T is float, __nv_bfloat16 or __half. Fails, by name, on a row that is not a positive multiple

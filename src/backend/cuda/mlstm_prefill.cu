@@ -457,7 +457,8 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix, const std::function<void()>& window_branch) {
+                   cudaStream_t stream, MlstmOutputMix mix, const std::function<void()>& window_branch,
+                   const std::function<void(bool)>& window_gather) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
@@ -488,7 +489,12 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   args.outputs_beside_window = bf16 && bool(window_branch);
   args.denominator_blocks = unsigned(shape.states * args.chunks);
 
+  // The window's gather before kernel 1, or beside it (recurrent_chunkwise.cuh: window_gather).
+  const bool gather_beside = window_gather && args.state_chunks_within_one_an_sm();
+  args.contributions_launch_next_after_wait = gather_beside;
+  if (window_gather && !gather_beside) window_gather(false);
   launch_chunk_contributions(args, stream);
+  if (gather_beside) window_gather(true);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
   if (window_branch) window_branch();
@@ -513,12 +519,14 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
 template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                    int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix,
-                                   const std::function<void()>&);
+                                   const std::function<void()>&, const std::function<void(bool)>&);
 template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
                                            MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
-                                           void*, cudaStream_t, MlstmOutputMix, const std::function<void()>&);
+                                           void*, cudaStream_t, MlstmOutputMix, const std::function<void()>&,
+                                           const std::function<void(bool)>&);
 template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                     int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t,
-                                    MlstmOutputMix, const std::function<void()>&);
+                                    MlstmOutputMix, const std::function<void()>&,
+                                    const std::function<void(bool)>&);
 
 }  // namespace bifocal::cuda

@@ -237,7 +237,7 @@ void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cu
   const int group = args.query_heads / args.states;
   const bool fixed = args.chunk == 64;
   // kLatencyBound: at most one block an SM, for the bf16 models' shapes.
-  const bool latency_bound = group <= kLatencyBoundHeads && args.states * args.chunks <= multiprocessor_count();
+  const bool latency_bound = group <= kLatencyBoundHeads && args.state_chunks_within_one_an_sm();
   const auto kernel = fixed && args.head_dim == 128   ? fixed_shape_kernel<128>(latency_bound)
                       : fixed && args.head_dim == 256 ? fixed_shape_kernel<256>(latency_bound)
                                                       : chunk_denominators_kernel<>;

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/async_copy.cuh"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/device_properties.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "backend/cuda/recurrent_device.cuh"
 
@@ -80,8 +81,10 @@ struct PrefillArgs {
   MlstmOutputMix mix;      // Bifocal: o·h added onto the window branch's (1 − o)·window in `out`
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
-  // Kernel 3 lets the next kernel launch only after its wait: mlstm_prefill's window_branch comes
-  // next and reads its inputs without waiting.
+  // Kernel 1 lets the next kernel launch only after its wait: mlstm_prefill's window_gather comes
+  // next (beside it, GatherWindowArgs::wait_at_end) and copies its inputs without waiting.
+  bool contributions_launch_next_after_wait = false;
+  // Kernel 3 likewise: mlstm_prefill's window_branch comes next and reads its inputs without waiting.
   bool denominators_launch_next_after_wait = false;
   // Bifocal's window attention sits between kernel 3 and the bf16 outputs kernel, which then
   // computes its outputs beside the attention and waits for it only before it adds them onto the
@@ -97,6 +100,10 @@ struct PrefillArgs {
   // that a call with too few chunks still fills the GPU (1K tokens of the Qwen3.5-like shape: 64
   // blocks of d = 256 took 39 µs).
   int contribution_parts = 1;
+  // Host: whether the (state, chunk) blocks of kernels 1 and 3 are at most one an SM (1K tokens of
+  // Qwen3-4B, up to 2K of the Qwen3.5-like shape): the short calls where those kernels
+  // are latency-bound, and a kernel beside them finds free SMs.
+  bool state_chunks_within_one_an_sm() const { return std::int64_t(states) * chunks <= multiprocessor_count(); }
   __device__ int group() const { return query_heads / states; }
   __device__ int kv_head(int s) const { return s / (states / kv_heads); }
   __device__ int count(int c) const { return min(chunk, n - c * chunk); }

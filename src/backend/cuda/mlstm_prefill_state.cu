@@ -112,8 +112,9 @@ template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0>
 __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts::Bf16 ? 4 : 0)
     chunk_contributions_kernel(PrefillArgs a) {
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
-  device::allow_next_kernel_launch();
+  if (!a.contributions_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
+  if (a.contributions_launch_next_after_wait) device::allow_next_kernel_launch();
   // Kernel 3's count starts over: the last call's outputs kernel, which read it, has completed.
   if (a.outputs_beside_window && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0)
     *a.work.denominators_done = 0;

@@ -78,10 +78,18 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 // first kernel has its inputs at once, runs beside the denominators, and must wait for them at
 // its end (PrefillAttentionArgs::beside_previous_kernel); at 1K tokens this hides most of the
 // window attention behind the mLSTM chain without a second stream.
+// window_gather (Bifocal, optional): launches the window's gather on `stream`, called once, with
+// beside_contributions false before the first kernel, or true right after the contributions
+// kernel (kernel 1), which then lets the next kernel launch only after its wait: the gather copies
+// at once and must wait for kernel 1 at its end (GatherWindowArgs::wait_at_end). Beside where
+// kernel 1's (state, chunk) blocks are at most one an SM (1K tokens of Qwen3-4B, up to 2K of the
+// Qwen3.5-like shape): kernel 1 then no longer waits for the gather before it starts; with more
+// blocks its grid fills the SMs and the gather would wait for room (docs/notes/cuda-stop53-2026-12-05.md).
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix = {}, const std::function<void()>& window_branch = {});
+                   cudaStream_t stream, MlstmOutputMix mix = {}, const std::function<void()>& window_branch = {},
+                   const std::function<void(bool beside_contributions)>& window_gather = {});
 
 enum class ChunkwiseNormalisation {
   Linear,        // h / (φ(q)ᵀz + ε)
