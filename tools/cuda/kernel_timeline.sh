@@ -4,7 +4,8 @@
 # start and end from CUPTI (kernel_timeline.cpp, injected into `bifocal bench`), PDL's overlap kept.
 #   bash tools/cuda/run_on_device.sh 'bash tools/cuda/kernel_timeline.sh MIXER [SHAPE=qwen3-4b] [OUT=/tmp/kernel_timeline] [CONTEXT=1k] [prefill]'
 # With a fifth argument `prefill`, a prefill of CONTEXT tokens instead: its last pass's layers
-# (prefill_timeline.py: the median layer, then the middle layer kernel by kernel), e.g.
+# (prefill_timeline.py: the median layer, the middle layer kernel by kernel, then each kernel's
+# medians over the layers), e.g.
 #   bash tools/cuda/run_on_device.sh 'bash tools/cuda/kernel_timeline.sh bifocal:window=448,state=kv qwen3-4b /tmp/p 1k prefill'
 # DTYPE (environment) passes `--dtype DTYPE` to the bench: paper-fig2's tables are fp16
 # (DTYPE=fp16), the bench's default is bf16.

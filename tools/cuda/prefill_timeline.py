@@ -13,8 +13,10 @@ is left out of the medians. Kernels that fill synthetic weights or caches (fill_
 The report is for the run's last pass (the last chunk of the last timed prefill): the median layer
 span, then the middle layer kernel by kernel in µs from its qk_norm_rope's start, with what each
 kernel adds to the layer (kernel_timeline.py's frontier walk: the part of its end past every
-earlier kernel's end; the additions sum to the layer's span up to its last kernel's end). Trace
-one mixer a run: the last pass is the last mixer's.
+earlier kernel's end; the additions sum to the layer's span up to its last kernel's end), then
+every kernel's median start, end and duration over the full layers (a kernel is its name and its
+place among the layer's kernels of that name; one layer alone moves by a few µs). Trace one
+mixer a run: the last pass is the last mixer's.
 """
 import statistics
 
@@ -66,7 +68,34 @@ def summarise(records):
         lines.append(f"| `{record['name']}` | {record['grid']} × {record['threads']} | "
                      f"{(record['start'] - begin) / 1e3:.1f} | {(record['end'] - begin) / 1e3:.1f} | "
                      f"{(record['end'] - record['start']) / 1e3:.1f} | {added[id(record)] / 1e3:.1f} |")
+    lines += ["", f"Each kernel's median over the {len(full)} full layers, µs from its layer's {LAYER_KERNEL} start:", "",
+              "| kernel | grid | start | end | lasts |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += kernel_medians(full)
     return "\n".join(lines) + "\n"
+
+
+def kernel_medians(layers):
+    """Table rows: each kernel (name, and which of the layer's kernels of that name) in the order of
+    its median start, with its median start, end and duration; kernels in under half the layers
+    are left out."""
+    times = {}  # (name, place) → [(start, end, grid)], µs from the layer's start
+    for layer in layers:
+        begin, seen = layer[0]["start"], {}
+        for record in layer:
+            place = seen.get(record["name"], 0)
+            seen[record["name"]] = place + 1
+            times.setdefault((record["name"], place), []).append(
+                ((record["start"] - begin) / 1e3, (record["end"] - begin) / 1e3, record["grid"]))
+    rows = []
+    for (name, place), spans in times.items():
+        if 2 * len(spans) < len(layers):
+            continue
+        start = statistics.median(a for a, _, _ in spans)
+        end = statistics.median(b for _, b, _ in spans)
+        lasts = statistics.median(b - a for a, b, _ in spans)
+        label = f"`{name}`" + (f" (#{place + 1})" if place else "")
+        rows.append((start, f"| {label} | {spans[0][2]} | {start:.1f} | {end:.1f} | {lasts:.1f} |"))
+    return [row for _, row in sorted(rows, key=lambda item: item[0])]
 
 
 if __name__ == "__main__":

@@ -56,6 +56,28 @@ class PrefillTimelineTest(unittest.TestCase):
         self.assertNotIn("fill_", report)
         self.assertNotIn("lm_head", report)  # the middle layer is not the last
 
+    def test_each_kernels_median_over_the_full_layers(self):
+        # four layers whose attention lasts 60, 90, 70 and 200 µs: the last layer is left out, so
+        # the medians are the 70 µs layer's; o_proj starts 1 µs after the attention ends
+        text = HEADER
+        t = 1000
+        text += row(t, t + 3000, "embedding_kernel")
+        t += 3000
+        for attention_us in (60, 90, 70, 200):
+            text += row(t, t + 16000, "qk_norm_rope_kernel<__nv_bfloat16>")
+            text += row(t + 20000, t + 20000 + attention_us * 1000, "attention_kernel", grid=512)
+            t += 20000 + attention_us * 1000
+            text += row(t + 1000, t + 35000, "nvjet_sm90_tss_168x128")
+            text += row(t + 35000, t + 40000, "nvjet_sm90_tss_168x128")  # a second of that name
+            t += 40000
+        report = prefill_timeline.summarise(prefill_timeline.read_records(io.StringIO(text)))
+        medians = report[report.index("Each kernel's median over the 3 full layers"):]
+        self.assertIn("| `qk_norm_rope_kernel<__nv_bfloat16>` | 132 | 0.0 | 16.0 | 16.0 |", medians)
+        self.assertIn("| `attention_kernel` | 512 | 20.0 | 90.0 | 70.0 |", medians)
+        self.assertIn("| `nvjet_sm90_tss_168x128` | 132 | 91.0 | 125.0 | 34.0 |", medians)
+        self.assertIn("| `nvjet_sm90_tss_168x128` (#2) | 132 | 125.0 | 130.0 | 5.0 |", medians)
+        self.assertLess(medians.index("attention_kernel"), medians.index("(#2)"))  # in order of start
+
     def test_a_decode_only_run_is_refused_by_name(self):
         text = HEADER + row(0, 1000, "embedding_kernel", node=1) + row(1000, 2000, "qk_norm_rope_kernel", node=2)
         with self.assertRaisesRegex(ValueError, "no prefill pass"):
