@@ -11,6 +11,9 @@
 # METRIC (prefill; or decode), BENCH_ARGS (--gen 8 --repeat 3), OUT (a folder for the runs and
 # ab.md; the device tool's $OUT when set). Each shape runs swa:window=576,sink=learned and the
 # issue's Bifocal for it (window 448 for qwen3-4b, 320 for qwen3.5-4b-like; MIXERS replaces both).
+# A device call ends at its time limit with whatever it wrote: ab.md is rewritten after every round,
+# and with ROUNDS_UNTIL_S no round starts once that many seconds have passed (set it to the call's
+# limit less a round's time, and ROUNDS high: the call then runs as many rounds as fit).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 1 ]; then
@@ -42,7 +45,12 @@ mixers_for() {
   esac
 }
 
+began=$(date +%s)
 for round in $(seq 1 "$rounds"); do
+  if [ -n "${ROUNDS_UNTIL_S:-}" ] && [ $(($(date +%s) - began)) -ge "$ROUNDS_UNTIL_S" ]; then
+    echo "ab_bench: ${ROUNDS_UNTIL_S} s passed: no round $round" >&2
+    break
+  fi
   for pair in "$@"; do
     name=${pair%%=*} bundle=${pair#*=}
     for shape in $shapes; do
@@ -55,5 +63,7 @@ for round in $(seq 1 "$rounds"); do
       echo "round $round/$rounds: $name $shape ($(($(date +%s) - start)) s)" >&2
     done
   done
+  # the rounds so far, in case the call ends before the next
+  python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" > "$out/ab.md" 2>&1
 done
-python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" | tee "$out/ab.md"
+cat "$out/ab.md"

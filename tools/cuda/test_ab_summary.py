@@ -1,6 +1,6 @@
 """ab_summary.py on hand-made run folders: medians, changes against the first build, the share of
 the first mixer, the builds' order, and the errors for folders it cannot read; and ab_bench.sh's
-refusal of arguments that are not NAME=BUNDLE."""
+refusal of arguments that are not NAME=BUNDLE, and its rounds (with a stand-in for the device)."""
 import io
 import json
 import os
@@ -108,6 +108,40 @@ class AbBenchArgumentsTest(unittest.TestCase):
                 run = self.run_ab_bench(pair)
                 self.assertEqual(run.returncode, 2, pair)
                 self.assertIn("'%s' is not NAME=BUNDLE" % pair, run.stderr)
+
+
+class AbBenchRoundsTest(unittest.TestCase):
+    """ab_bench.sh's rounds, with a stand-in for run_on_device.sh that writes a bench.json and
+    takes 1.2 s: ab.md after every round, and no round started after ROUNDS_UNTIL_S."""
+
+    STAND_IN = """#!/usr/bin/env bash
+out=$(echo "$1" | sed -n 's/.* --out \\([^ ]*\\).*/\\1/p')
+sleep 1.2
+printf '{"rows": [{"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 60000, "decode_tokens_per_second": 400}, {"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 54000, "decode_tokens_per_second": 390}]}' "$SWA" "$BIFOCAL" > "$out/bench.json"
+"""
+
+    def test_rounds_stop_at_the_time_given_and_each_leaves_its_summary(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as out:
+            tools = os.path.join(root, "tools", "cuda")
+            os.makedirs(tools)
+            for name in ("ab_bench.sh", "ab_summary.py"):
+                with open(os.path.join(here, name)) as source, open(os.path.join(tools, name), "w") as copy:
+                    copy.write(source.read())
+            with open(os.path.join(tools, "run_on_device.sh"), "w") as f:
+                f.write(self.STAND_IN)
+            bundle = os.path.join(root, "main.tar.xz")
+            open(bundle, "w").close()
+            run = subprocess.run(["bash", os.path.join(tools, "ab_bench.sh"), "main=" + bundle], capture_output=True,
+                                 text=True, env={**os.environ, "OUT": out, "ROUNDS": "5", "ROUNDS_UNTIL_S": "1",
+                                                 "SHAPES": "qwen3-4b", "SWA": SWA, "BIFOCAL": BIFOCAL})
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertIn("1 s passed: no round 2", run.stderr)
+            self.assertEqual(sorted(os.listdir(os.path.join(out, "ab"))), ["ab.md", "builds.txt", "main.qwen3-4b.1"])
+            with open(os.path.join(out, "ab", "ab.md")) as f:
+                summary = f.read()
+            self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 | 54000 |  |", summary)
+            self.assertIn(summary, run.stdout)  # and printed at the end
 
 
 if __name__ == "__main__":
