@@ -113,10 +113,10 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
 // out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
 // with the window's gather (of the n new tokens, no ring, into poisoned buffers) and the attention
 // launched before the call, or as its window_gather and window_branch (as DeviceMixer's prefill
-// does); then the state the call leaves (matrix, normalizer, stabilizer). The gate rows get a random bias per column: added into
-// the rows here (as gemm's bias pass would), or, with bias_by_readers, left to the kernels that read
-// them (MlstmGateInputs' and MlstmOutputMix's biases, PrefillAttentionArgs::output_gate_bias), as
-// DeviceMixer's prefill does.
+// does); then the state the call leaves (matrix, normalizer, stabilizer). The gate rows get a
+// random bias per column: added into the rows here (as gemm's bias pass would), or, with
+// bias_by_readers, left to the kernels that read them (MlstmGateInputs' and MlstmOutputMix's
+// biases, PrefillAttentionArgs::output_gate_bias), as DeviceMixer's prefill does.
 template <typename T>
 std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch,
                                      bool bias_by_readers = false) {
