@@ -63,7 +63,7 @@ for round in $(seq 1 "$rounds"); do
       echo "round $round/$rounds: $name $shape ($(($(date +%s) - start)) s)" >&2
     done
   done
-  # the rounds so far, in case the call ends before the next
-  python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" > "$out/ab.md" 2>&1
+  # the rounds so far, in case the call ends before the next (an error here shows in the last one)
+  python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" > "$out/ab.md" 2>&1 || true
 done
-cat "$out/ab.md"
+python3 tools/cuda/ab_summary.py "$out" --metric "${METRIC:-prefill}" | tee "$out/ab.md"

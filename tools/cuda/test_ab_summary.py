@@ -112,17 +112,20 @@ class AbBenchArgumentsTest(unittest.TestCase):
 
 class AbBenchRoundsTest(unittest.TestCase):
     """ab_bench.sh's rounds, with a stand-in for run_on_device.sh that writes a bench.json and
-    takes 1.2 s: ab.md after every round, and no round started after ROUNDS_UNTIL_S."""
+    takes 1.2 s (in round 2 it first copies ab.md aside): ab.md after every round, and no round
+    started after ROUNDS_UNTIL_S."""
 
     STAND_IN = """#!/usr/bin/env bash
 out=$(echo "$1" | sed -n 's/.* --out \\([^ ]*\\).*/\\1/p')
+case "$out" in *.2) cp "$(dirname "$out")/ab.md" "$(dirname "$out")/../ab-during-round-2.md" ;; esac
 sleep 1.2
 printf '{"rows": [{"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 60000, "decode_tokens_per_second": 400}, {"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 54000, "decode_tokens_per_second": 390}]}' "$SWA" "$BIFOCAL" > "$out/bench.json"
 """
 
-    def test_rounds_stop_at_the_time_given_and_each_leaves_its_summary(self):
+    def run_with_stand_in(self, out, **settings):
+        """ab_bench.sh of one build from a copy of tools/cuda whose run_on_device.sh is STAND_IN."""
         here = os.path.dirname(os.path.abspath(__file__))
-        with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory() as root:
             tools = os.path.join(root, "tools", "cuda")
             os.makedirs(tools)
             for name in ("ab_bench.sh", "ab_summary.py"):
@@ -132,9 +135,13 @@ printf '{"rows": [{"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 
                 f.write(self.STAND_IN)
             bundle = os.path.join(root, "main.tar.xz")
             open(bundle, "w").close()
-            run = subprocess.run(["bash", os.path.join(tools, "ab_bench.sh"), "main=" + bundle], capture_output=True,
-                                 text=True, env={**os.environ, "OUT": out, "ROUNDS": "5", "ROUNDS_UNTIL_S": "1",
-                                                 "SHAPES": "qwen3-4b", "SWA": SWA, "BIFOCAL": BIFOCAL})
+            return subprocess.run(["bash", os.path.join(tools, "ab_bench.sh"), "main=" + bundle], capture_output=True,
+                                  text=True, env={**os.environ, "OUT": out, "SHAPES": "qwen3-4b", "SWA": SWA,
+                                                  "BIFOCAL": BIFOCAL, **settings})
+
+    def test_rounds_stop_at_the_time_given(self):
+        with tempfile.TemporaryDirectory() as out:
+            run = self.run_with_stand_in(out, ROUNDS="5", ROUNDS_UNTIL_S="1")
             self.assertEqual(run.returncode, 0, run.stderr)
             self.assertIn("1 s passed: no round 2", run.stderr)
             self.assertEqual(sorted(os.listdir(os.path.join(out, "ab"))), ["ab.md", "builds.txt", "main.qwen3-4b.1"])
@@ -143,6 +150,14 @@ printf '{"rows": [{"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 
             self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 | 54000 |  |", summary)
             self.assertIn(summary, run.stdout)  # and printed at the end
 
+    def test_each_round_leaves_the_summary_of_the_rounds_so_far(self):
+        with tempfile.TemporaryDirectory() as out:
+            run = self.run_with_stand_in(out, ROUNDS="2")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(os.path.join(out, "ab-during-round-2.md")) as f:  # copied by round 2's stand-in
+                during = f.read()
+            self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 | 54000 |  |", during)  # round 1 alone
+            self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 / 54000 | 54000 |  |", run.stdout)  # both at the end
 
 if __name__ == "__main__":
     unittest.main()
