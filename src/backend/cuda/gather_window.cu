@@ -37,42 +37,69 @@ __device__ std::int64_t token_for_slot(const GatherWindowArgs<T>& a, std::int64_
   return p >= first && p <= last ? p - first : -1;
 }
 
+// The new tokens' quads a thread loads before it stores any (gather_new_tokens).
+constexpr int kNewTokenQuadsInFlight = 4;
+
+// The cached window, bit for bit, and (store_new_tokens) each slot's new element over the one just
+// read (this thread's alone): flat index i over the keys' then the values' ring quads.
+template <typename T>
+__device__ void gather_cached_window(const GatherWindowArgs<T>& a, std::int64_t first, std::int64_t step) {
+  const std::int64_t quads = a.row / 4, ring = a.slots * quads;
+  for (std::int64_t i = first; i < 2 * ring; i += step) {
+    const bool value = i >= ring;
+    const std::int64_t q = value ? i - ring : i;
+    T* from = (value ? a.ring_values : a.ring_keys) + 4 * q;
+    T* to = (value ? a.values : a.keys) + 4 * q;
+    // Both loads before either store: two in flight, and the old element read before the new lands.
+    const Four<T> cached = __ldcg(reinterpret_cast<const Four<T>*>(from));
+    const std::int64_t token = a.store_new_tokens ? token_for_slot(a, q / quads) : -1;
+    float4 incoming{};
+    if (token >= 0)
+      incoming = __ldcg(reinterpret_cast<const float4*>((value ? a.new_values : a.new_keys) + token * a.row +
+                                                        4 * (q % quads)));
+    *reinterpret_cast<Four<T>*>(to) = cached;
+    if (token >= 0) device::store4(from, incoming);
+  }
+}
+
+// The new tokens after the window, rounded to T: `from` (fp32) to `to`, `count` quads. A thread
+// loads kNewTokenQuadsInFlight quads before it stores one, so that a block keeps that many times
+// its threads' loads in flight: this is most of the gather's bytes, and beside Bifocal's
+// contributions kernel (wait_at_end) the SM's registers hold only two blocks of it, whose single
+// loads in flight made it run ~2× as long as alone (docs/notes/cuda-stop55-2026-12-05.md).
+template <typename T>
+__device__ void gather_new_tokens(const float* from, T* to, std::int64_t count, std::int64_t first,
+                                  std::int64_t step) {
+  for (std::int64_t q = first; q < count; q += kNewTokenQuadsInFlight * step) {
+    float4 x[kNewTokenQuadsInFlight];
+    #pragma unroll
+    for (int u = 0; u < kNewTokenQuadsInFlight; ++u)
+      if (q + u * step < count) x[u] = __ldcg(reinterpret_cast<const float4*>(from) + q + u * step);
+    #pragma unroll
+    for (int u = 0; u < kNewTokenQuadsInFlight; ++u)
+      if (q + u * step < count) device::store4(to + 4 * (q + u * step), x[u]);
+  }
+}
+
+// Every element is read once, through L2 only (__ldcg); the three parts write disjoint rows.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) gather_window_kernel(GatherWindowArgs<T> a) {
   device::allow_next_kernel_launch();
   // The new keys, values and positions are earlier kernels': complete already when wait_at_end.
   if (!a.wait_at_end) device::wait_for_previous_kernel();
-  // Every element is read once: through L2 only (__ldcg).
-  const std::int64_t quads = a.row / 4, ring = a.slots * quads, fresh = a.n * quads;
-  const std::int64_t total = 2 * ring + 2 * fresh + a.slots + a.n;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += std::int64_t(gridDim.x) * blockDim.x) {
-    if (i < 2 * ring) {  // the cached window, bit for bit
-      const bool value = i >= ring;
-      const std::int64_t q = value ? i - ring : i;
-      T* from = (value ? a.ring_values : a.ring_keys) + 4 * q;
-      T* to = (value ? a.values : a.keys) + 4 * q;
-      *reinterpret_cast<Four<T>*>(to) = __ldcg(reinterpret_cast<const Four<T>*>(from));
-      // Then the slot's new element over the one just read (this thread's alone).
-      if (const std::int64_t token = a.store_new_tokens ? token_for_slot(a, q / quads) : -1; token >= 0)
-        device::store4(from, __ldcg(reinterpret_cast<const float4*>((value ? a.new_values : a.new_keys) +
-                                                                    token * a.row + 4 * (q % quads))));
-    } else if (i < 2 * ring + 2 * fresh) {  // the new tokens, after the window, rounded to T
-      const std::int64_t j = i - 2 * ring;
-      const bool value = j >= fresh;
-      const std::int64_t q = value ? j - fresh : j;
-      const float4 x = __ldcg(reinterpret_cast<const float4*>((value ? a.new_values : a.new_keys) + 4 * q));
-      device::store4((value ? a.values : a.keys) + 4 * ring + 4 * q, x);
-    } else {  // positions: the window's, then the new tokens'
-      const std::int64_t j = i - 2 * ring - 2 * fresh;
-      a.positions[j] = j < a.slots ? __ldcg(a.ring_positions + j) : __ldcg(a.new_positions + (j - a.slots));
-      if (j < a.slots && a.store_new_tokens)
-        if (const std::int64_t token = token_for_slot(a, j); token >= 0) a.ring_positions[j] = a.first_position + token;
-    }
+  const std::int64_t first = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x,
+                     step = std::int64_t(gridDim.x) * blockDim.x;
+  const std::int64_t fresh = a.n * (a.row / 4), window = a.slots * a.row;
+  gather_cached_window(a, first, step);
+  gather_new_tokens(a.new_keys, a.keys + window, fresh, first, step);
+  gather_new_tokens(a.new_values, a.values + window, fresh, first, step);
+  for (std::int64_t j = first; j < a.slots + a.n; j += step) {  // positions: the window's, then the new tokens'
+    a.positions[j] = j < a.slots ? __ldcg(a.ring_positions + j) : __ldcg(a.new_positions + (j - a.slots));
+    if (j < a.slots && a.store_new_tokens)
+      if (const std::int64_t token = token_for_slot(a, j); token >= 0) a.ring_positions[j] = a.first_position + token;
   }
   if (a.wait_at_end) device::wait_for_previous_kernel();  // this kernel's completion implies the one before
 }
-
 }  // namespace
 
 template <typename T>
