@@ -80,6 +80,28 @@ __device__ float stabilizer_after_chunk(float m, const ChunkSummary& chunk, cons
 
 // ---- Kernel 1: each chunk's contribution --------------------------------------------------------
 
+// The chunk's summary in the CPU's order, by kernel 1's chain warp (kChainWarp): b_L = Σ logf in
+// order, B_c the fp32 chain from −∞, and lane i < kBinades the chain ρ's decay in binade
+// kFirstBinade + i. One loop: every lane steps b and B (lane 0 stores them) beside its binade sum,
+// so the warp never diverges. logf·2^(23−e) is ldexp(logf, 23 − e) exactly (a power of two ≥ 1,
+// |logf| ≤ 16: no overflow), without its library call.
+__device__ void step_chunk_chains(ChunkSummary& summary, const double* input, const double* log_forget, int count,
+                                  int lane) {
+  const int e = kFirstBinade + min(lane, kBinades - 1);
+  const double to_units = ldexp(1.0, 23 - e);
+  double decay = 0.0, units = 0.0;
+  float from_below = -INFINITY;
+  #pragma unroll 4
+  for (int j = 0; j < count; ++j) {
+    const double log_forget_j = log_forget[j];
+    decay += log_forget_j;
+    from_below = step_stabilizer(from_below, make_double2(input[j], log_forget_j));
+    units += rint(log_forget_j * to_units);
+  }
+  if (lane < kBinades) summary.shifts[lane] = ldexp(units, e - 23);
+  if (lane == 0) summary.decay = decay, summary.from_below = from_below;
+}
+
 // Kernel 1 with MlstmProducts::Bf16 (bf16 models) stages w∘V in bf16 (ContributionLayout): v is
 // read into registers at the block's start, scaled by w_j in fp32 once the chain has given w, and
 // rounded once; k stays fp32 (Δñ's double path and the TF32 A fragments read it). A bf16 value is
@@ -108,10 +130,16 @@ __device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf1
 // the chunk's summary for the stabilizer chain). Bf16 asks for four blocks an SM (64 registers); the others
 // keep no minimum (0: an explicit 1 costs them 6 registers). kHeadDim, kChunk: d and L fixed at
 // compile time (bf16 models' d = 128 and 256 at L = 64), so that the addresses fold; 0: the call's.
-template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0>
-__global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts::Bf16 ? 4 : 0)
+// kChainWarp (short calls, at most two blocks an SM): a ninth warp steps the chunk's chains in the
+// CPU's order (b_L, B_c, the binade table) beside the other eight, which take b_τ from a warp's
+// prefix sum (its ulps are harmless: every weight e^{b_L − b_j + ĩ_j − λ_c} and λ_c come from the
+// same sums) and go on to the weights and the product at once; they meet it at no barrier.
+template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0, bool kChainWarp = false>
+__global__ void __launch_bounds__(kRecurrentThreads + (kChainWarp ? 32 : 0),
+                                  kChainWarp ? 2 : kProducts == MlstmProducts::Bf16 ? 4 : 0)
     chunk_contributions_kernel(PrefillArgs a) {
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
+  static_assert(!kChainWarp || kChunk == 64, "the chain warp's prefix sum takes two tokens a lane");
   if (!a.contributions_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // q, k, v and the gates come from earlier kernels
   if (a.contributions_launch_next_after_wait) device::allow_next_kernel_launch();
@@ -143,7 +171,8 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
     if (j >= count || column >= d) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     return *reinterpret_cast<const float4*>(a.v + (std::size_t(first_token + j) * a.kv_heads + kv) * d + column);
   };
-  for (int item = threadIdx.x; item < quads; item += blockDim.x) {
+  const bool chain_warp = kChainWarp && warp == kWarps;  // the chains' warp copies and stages nothing
+  for (int item = chain_warp ? quads : threadIdx.x; item < quads; item += kRecurrentThreads) {
     const int j = item / (width / 4), column = 4 * (item % (width / 4));
     const bool present = j < count && column < d;
     const std::size_t at = (std::size_t(first_token + (present ? j : 0)) * a.kv_heads + kv) * d + (present ? column : 0);
@@ -153,9 +182,11 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   commit_async_copies();
   float4 early_values[kBf16Values ? kEarlyValueQuads : 1];
   if constexpr (kBf16Values) {
-    #pragma unroll
-    for (int u = 0; u < kEarlyValueQuads; ++u)  // value_quad is zero past the padded chunk too
-      early_values[u] = value_quad(threadIdx.x + u * kRecurrentThreads);
+    if (!chain_warp) {
+      #pragma unroll
+      for (int u = 0; u < kEarlyValueQuads; ++u)  // value_quad is zero past the padded chunk too
+        early_values[u] = value_quad(threadIdx.x + u * kRecurrentThreads);
+    }
   }
   for (int j = threadIdx.x; j < count; j += blockDim.x) {
     const std::size_t at = std::size_t(first_token + j) * a.gates.stride + s;
@@ -175,7 +206,34 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
   __syncthreads();
 
   ChunkSummary& summary = a.work.summaries[chunk_index];
-  if (warp == 0) {  // b_τ in order (as the CPU sums it) and B_c by lane 0, then λ_c by the warp
+  if constexpr (kChainWarp) {
+    if (chain_warp) {  // the summary's chains, then this warp is done
+      if (first_part) step_chunk_chains(summary, input, log_forget, count, lane);
+      return;
+    }
+    if (warp == 0) {  // b_τ by a prefix sum, then λ_c
+      double b[2];
+      for (int u = 0; u < 2; ++u) b[u] = 2 * lane + u < count ? log_forget[2 * lane + u] : 0.0;
+      b[1] += b[0];
+      double before = b[1];  // lanes ≤ this one's pair sums, inclusive
+      for (int offset = 1; offset < 32; offset *= 2) {
+        const double earlier = __shfl_up_sync(kFullWarp, before, offset);
+        if (lane >= offset) before += earlier;
+      }
+      before -= b[1];
+      for (int u = 0; u < 2; ++u)
+        if (2 * lane + u < count) cumulative[2 * lane + u] = before + b[u];
+      __syncwarp();
+      const double decay = cumulative[count - 1];
+      double scale = -INFINITY;
+      for (int j = lane; j < count; j += 32) scale = fmax(scale, decay - cumulative[j] + input[j]);
+      for (int offset = 16; offset > 0; offset /= 2) scale = fmax(scale, __shfl_xor_sync(kFullWarp, scale, offset));
+      if (lane == 0) {
+        scalars[0] = decay, scalars[1] = scale;
+        if (first_part) summary.scale = scale;
+      }
+    }
+  } else if (warp == 0) {  // b_τ in order (as the CPU sums it) and B_c by lane 0, then λ_c by the warp
     if (lane == 0) {
       double decay = 0.0;
       float from_below = -INFINITY;
@@ -201,11 +259,16 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
     for (int j = 0; j < count; ++j) units += rint(ldexp(log_forget[j], 23 - e));
     summary.shifts[lane] = ldexp(units, e - 23);
   }
+  // From here on the eight product warps alone (kChainWarp: the chains' warp meets no barrier).
+  const auto product_warps_barrier = [] {
+    if constexpr (kChainWarp) asm volatile("bar.sync 1, %0;\n" ::"n"(kRecurrentThreads) : "memory");
+    else __syncthreads();
+  };
   wait_async_copies<0>();
-  __syncthreads();
-  for (int j = threadIdx.x; j < chunk; j += blockDim.x)
+  product_warps_barrier();
+  for (int j = threadIdx.x; j < chunk; j += kRecurrentThreads)
     weights[j] = j < count ? exp(scalars[0] - cumulative[j] + input[j] - scalars[1]) : 0.0;
-  __syncthreads();
+  product_warps_barrier();
   if constexpr (kBf16Values) {  // w∘V rounded once into bf16: the quads held, then the rest
     const auto store_scaled = [&](int item, float4 x) {
       const int j = item / (width / 4), column = 4 * (item % (width / 4));
@@ -226,12 +289,12 @@ __global__ void __launch_bounds__(kRecurrentThreads, kProducts == MlstmProducts:
       }
     }
   }
-  for (int i = first_column + threadIdx.x; i < first_column + part_width; i += blockDim.x) {
+  for (int i = first_column + threadIdx.x; i < first_column + part_width; i += kRecurrentThreads) {
     double sum = 0.0;
     for (int j = 0; j < count; ++j) sum += weights[j] * double(keys[j * layout.stride + i]);
     a.work.normalizers[chunk_index * d + i] = sum;
   }
-  __syncthreads();
+  product_warps_barrier();
 
   // ΔC̃ (d × d) = Kᵀ (d × L) · (w∘V) (L × d), warp tiles of 2 × 4 mma tiles.
   // The part's columns: tiles first_tile … column_tiles − 1.
@@ -412,11 +475,6 @@ __global__ void __launch_bounds__(kRecurrentThreads, 2) state_scan_kernel(Prefil
 void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream) {
   const bool bf16_values = args.products == MlstmProducts::Bf16;
   const bool fixed = args.chunk == 64;  // bf16 models' common shapes compiled for their d and L
-  const auto kernel = args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
-                      : !bf16_values                       ? chunk_contributions_kernel<MlstmProducts::Tf32>
-                      : fixed && args.head_dim == 128      ? chunk_contributions_kernel<MlstmProducts::Bf16, 128, 64>
-                      : fixed && args.head_dim == 256      ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64>
-                                                           : chunk_contributions_kernel<MlstmProducts::Bf16>;
   const std::size_t needed = ContributionLayout(args.chunk, args.head_dim, bf16_values).carve.bytes();
   // A (state, chunk) in parts while the grid stays within two blocks an SM and a part keeps whole
   // 8-column tiles (PrefillArgs::contribution_parts). Half a block's path is its product and its
@@ -430,13 +488,26 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
   // At most two blocks an SM: spread over the SMs, not piled onto the few the previous kernel
   // frees first (spread_shared_bytes).
   const std::size_t shared_bytes = spread_shared_bytes(needed, blocks * parted.contribution_parts, 2);
+  // The chain warp where the blocks are at most two an SM (its launch bound) and the shape fixed.
+  const bool chain_warp = bf16_values && fixed && (args.head_dim == 128 || args.head_dim == 256) &&
+                          blocks * parted.contribution_parts <= 2 * std::int64_t(multiprocessor_count());
+  using Kernel = void (*)(PrefillArgs);
+  const Kernel kernel =
+      args.products == MlstmProducts::Fp32 ? chunk_contributions_kernel<MlstmProducts::Fp32>
+      : !bf16_values                       ? chunk_contributions_kernel<MlstmProducts::Tf32>
+      : chain_warp && args.head_dim == 128 ? chunk_contributions_kernel<MlstmProducts::Bf16, 128, 64, true>
+      : chain_warp                         ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64, true>
+      : fixed && args.head_dim == 128      ? chunk_contributions_kernel<MlstmProducts::Bf16, 128, 64>
+      : fixed && args.head_dim == 256      ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64>
+                                           : chunk_contributions_kernel<MlstmProducts::Bf16>;
   // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
   // may keep more L1 and run fewer.
   if (bf16_values)
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
           "chunk_contributions_kernel");
-  launch_dependent(kernel, dim3(args.states, args.chunks, parted.contribution_parts), dim3(kRecurrentThreads),
-                   shared_bytes, stream, "chunk_contributions_kernel", parted);
+  launch_dependent(kernel, dim3(args.states, args.chunks, parted.contribution_parts),
+                   dim3(kRecurrentThreads + (chain_warp ? 32 : 0)), shared_bytes, stream, "chunk_contributions_kernel",
+                   parted);
 }
 
 void mlstm_prefill_detail::launch_state_scan(const PrefillArgs& args, cudaStream_t stream) {
