@@ -135,8 +135,8 @@ __device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf1
 // prefix sum (its ulps are harmless: every weight e^{b_L − b_j + ĩ_j − λ_c} and λ_c come from the
 // same sums) and go on to the weights and the product at once; they meet it at no barrier.
 template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0, bool kChainWarp = false>
-__global__ void __launch_bounds__(kRecurrentThreads + (kChainWarp ? 32 : 0),
-                                  kChainWarp ? 2 : kProducts == MlstmProducts::Bf16 ? 4 : 0)
+__global__ void __launch_bounds__(kRecurrentThreads + (kChainWarp ? 32 : 0))
+    __maxnreg__(kChainWarp || kProducts == MlstmProducts::Bf16 ? 64 : 255)
     chunk_contributions_kernel(PrefillArgs a) {
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
   static_assert(!kChainWarp || kChunk == 64, "the chain warp's prefix sum takes two tokens a lane");
