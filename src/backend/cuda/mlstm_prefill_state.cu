@@ -127,17 +127,20 @@ __device__ __forceinline__ void load_b(std::uint32_t& b0, std::uint32_t& b1, Bf1
 // Block (s, c, part): ΔC̃_c = Kᵀ·(w∘V) (3xTF32, one TF32 pass, or w∘V in bf16: kProducts),
 // Δñ_c = Σ w_j k_j (double), w_j = e^{D_Lj − λ_c} — the part's share of their columns and
 // elements (PrefillArgs::contribution_parts; every part steps the gates, part 0 stores them and
-// the chunk's summary for the stabilizer chain). Bf16 asks for four blocks an SM (64 registers); the others
-// keep no minimum (0: an explicit 1 costs them 6 registers). kHeadDim, kChunk: d and L fixed at
-// compile time (bf16 models' d = 128 and 256 at L = 64), so that the addresses fold; 0: the call's.
+// the chunk's summary for the stabilizer chain). Bf16 keeps to 64 registers: four blocks an SM, or,
+// in short calls, room for the window's gather beside it; the others keep no limit (a launch bound's
+// minimum of 1 costs them 6 registers). kHeadDim, kChunk: d and L fixed at compile time (bf16
+// models' d = 128 and 256 at L = 64), so that the addresses fold; 0: the call's.
 // kChainWarp (short calls, at most two blocks an SM): a ninth warp steps the chunk's chains in the
 // CPU's order (b_L, B_c, the binade table) beside the other eight, which take b_τ from a warp's
 // prefix sum (its ulps are harmless: every weight e^{b_L − b_j + ĩ_j − λ_c} and λ_c come from the
-// same sums) and go on to the weights and the product at once; they meet it at no barrier.
+// same sums) and go on to the weights and the product at once; they meet it at no barrier. Within
+// 64 registers, two blocks of it leave an SM room for two of the gather's blocks (44 registers),
+// which wait at their end beside it (mlstm_prefill's window_gather); at the 74 it takes unbounded,
+// one (docs/notes/cuda-stop55-2026-12-05.md).
 template <MlstmProducts kProducts, int kHeadDim = 0, int kChunk = 0, bool kChainWarp = false>
 __global__ void __launch_bounds__(kRecurrentThreads + (kChainWarp ? 32 : 0))
-    __maxnreg__(kChainWarp || kProducts == MlstmProducts::Bf16 ? 64 : 255)
-    chunk_contributions_kernel(PrefillArgs a) {
+    __maxnreg__(kProducts == MlstmProducts::Bf16 ? 64 : 255) chunk_contributions_kernel(PrefillArgs a) {
   constexpr bool kBf16Values = kProducts == MlstmProducts::Bf16;
   static_assert(!kChainWarp || kChunk == 64, "the chain warp's prefix sum takes two tokens a lane");
   if (!a.contributions_launch_next_after_wait) device::allow_next_kernel_launch();
