@@ -491,7 +491,8 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
   // At most two blocks an SM: spread over the SMs, not piled onto the few the previous kernel
   // frees first (spread_shared_bytes).
   const std::size_t shared_bytes = spread_shared_bytes(needed, blocks * parted.contribution_parts, 2);
-  // The chain warp where the blocks are at most two an SM (its launch bound) and the shape fixed.
+  // The chain warp in short calls (the blocks at most two an SM: each costs its serial path) of the
+  // fixed shapes.
   const bool chain_warp = bf16_values && fixed && (args.head_dim == 128 || args.head_dim == 256) &&
                           blocks * parted.contribution_parts <= 2 * std::int64_t(multiprocessor_count());
   using Kernel = void (*)(PrefillArgs);
