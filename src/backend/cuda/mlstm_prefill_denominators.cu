@@ -19,11 +19,39 @@
 
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/mlstm_prefill_device.cuh"
+#include "backend/cuda/phase_stamps.cuh"
+
+#ifndef BIFOCAL_MLSTM_DENOMINATOR_PHASES
+#define BIFOCAL_MLSTM_DENOMINATOR_PHASES 0
+#endif
 
 namespace bifocal::cuda {
 namespace {
 
 using namespace mlstm_prefill_detail;
+
+// A debug build's phase stamps (phase_stamps.cuh; -DBIFOCAL_MLSTM_DENOMINATOR_PHASES=1): every
+// block of one launch prints `denominator-phases BLOCK t0 … t7 CYCLES`, BLOCK = c · states + s, and
+// `tools/cuda/phase_stamps.py --kernel denominators` reads them (stop 55 found half of a 1K block in
+// step 3). The points, in the kernel's order:
+enum DenominatorPhase : int {
+  kDenominatorStart = 0,   // the block runs
+  kDenominatorWaited,      // wait_for_previous_kernel returned: the scan's n_c, M_c, m_c are visible
+  kDenominatorLoaded,      // the gates and n_c read, k's copies issued (after the barrier)
+  kDenominatorChained,     // m_τ and b_τ stepped, k landed (step 1's barrier)
+  kDenominatorWeighted,    // W and e (step 2's barrier)
+  kDenominatorProducts,    // N = e·n_cᵀ + W·K and q̂·N for the heads (step 3's barrier)
+  kDenominatorInverted,    // thread 0's inverse denominators written
+  kDenominatorCounted,     // the block counted done (kernel 4's wait)
+  kDenominatorPhaseCount
+};
+static_assert(kDenominatorPhaseCount == device::kStampedPoints, "phase_stamps.cuh prints eight stamps");
+inline constexpr bool kDenominatorPhaseStamps = BIFOCAL_MLSTM_DENOMINATOR_PHASES != 0;
+// Each block's 71st launch: a steady prefill of `bifocal bench --context 1k` (its warm-up prefill
+// and then one a repeat, the model's layers each).
+inline constexpr unsigned kRecordedDenominatorLaunch = 70;
+inline constexpr unsigned kCountedDenominatorBlocks = kDenominatorPhaseStamps ? 4096 : 1;
+__device__ unsigned denominator_phase_launches[kCountedDenominatorBlocks];
 
 // q of this many query heads is loaded by a warp before its fp64 products, the rest prefetched
 // into L2 then and loaded after them (8 registers a head).
@@ -40,8 +68,11 @@ constexpr int kLatencyBoundHeads = 4;
 template <int kHeadDim = 0, int kChunk = 0, bool kLatencyBound = false>
 __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) chunk_denominators_kernel(PrefillArgs a) {
   constexpr int kLoadedFirst = kLatencyBound ? kLatencyBoundHeads : kPreloadedHeads;
+  device::PhaseStamps<kDenominatorPhaseStamps> phases;  // a debug build's; nothing otherwise
+  phases.begin();
   if (!a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   device::wait_for_previous_kernel();  // n_c, M_c, m_c from the scan; the gates and k before it
+  phases.mark(kDenominatorWaited);
   if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   const int d = kHeadDim != 0 ? kHeadDim : a.head_dim, L = kChunk != 0 ? kChunk : a.chunk;
   const int s = blockIdx.x, c = blockIdx.y, group = a.group(), count = a.count(c);
@@ -102,6 +133,7 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
   const double entry_scale = a.work.entry_scales[chunk_index];
   const float entry_stabilizer = a.work.entry_stabilizers[chunk_index];
   __syncthreads();
+  phases.mark(kDenominatorLoaded);
   // m_τ and b_τ exactly as the CPU steps and sums them: two independent sequential chains, one
   // thread each in different warps (the rest of the block waits for them at the next barrier).
   if (threadIdx.x == 0) {
@@ -119,6 +151,7 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
   }
   wait_async_copies<0>();
   __syncthreads();
+  phases.mark(kDenominatorChained);
 
   // 2. The weights (zero above the diagonal and past the chunk), here in double and for kernel 4
   //    as floats.
@@ -135,6 +168,7 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
     chunk_weights[item] = float(w);
   }
   __syncthreads();
+  phases.mark(kDenominatorWeighted);
 
   // 3. q̂ᵀn_τ in double: N = e·n_cᵀ + W·K (L × d) on the fp64 tensor cores, then q̂_τ·N_τ per head.
   //    A warp owns two m-tiles of 8 rows (r and L/8−1−r: the causal work balances) and every
@@ -202,6 +236,7 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
     }
   }
   __syncthreads();
+  phases.mark(kDenominatorProducts);
   // Bifocal (a.mix.gate set): the outputs' memory weight o = sigmoid(mix gate) joins the inverse
   // denominator, so that kernel 4 writes o·h onto the window branch (MlstmOutputMix).
   for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
@@ -222,7 +257,11 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
     }
     a.work.inverse_denominators[chunk_index * group * L + item] = inverse;
   }
+  phases.mark(kDenominatorInverted);
   count_denominators_block_done(a);
+  phases.mark(kDenominatorCounted);
+  phases.report("denominator-phases", denominator_phase_launches, kCountedDenominatorBlocks, c * gridDim.x + s,
+                kRecordedDenominatorLaunch);
 }
 
 // The kernel compiled for d = kHeadDim at L = 64, in its latency-bound variant or not.

@@ -1,0 +1,103 @@
+"""phase_stamps.py on hand-made stamps whose phase lengths are known."""
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import phase_stamps  # noqa: E402
+
+
+def line(block, stamps):
+    return "window-phases " + " ".join(str(x) for x in [block] + stamps) + "\n"
+
+
+class WindowPhasesTest(unittest.TestCase):
+    def test_phase_lengths_and_when_the_blocks_finished_them(self):
+        # block 0: waits until 1,000 ns, then phases of 500 ns; block 1 returns 2 µs later, phases of 1 µs
+        lines = ["bench output\n", line(0, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000]),
+                 line(1, [200, 3000, 4000, 5000, 6000, 7000, 8000, 9000])]
+        report = phase_stamps.summarise(phase_stamps.read_stamps(lines))
+        self.assertIn("2 blocks;", report)
+        self.assertIn("| wait returned | 1.90 | 2.80 | 0.00 | 2.00 |", report)
+        self.assertIn("| q normed and rotated | 0.75 | 1.00 | 0.50 | 3.00 |", report)
+        self.assertIn("| end | 0.75 | 1.00 | 3.00 | 8.00 |", report)
+        self.assertIn("Blocks started from -1.00 to -0.80 µs", report)
+        self.assertIn("1 of 2 blocks returned from the wait more than one timer tick after the first (up to 2.00 µs); "
+                      "they started from -0.80 to -0.80 µs and took 2.80 µs (median; max 2.80)", report)
+
+    def test_the_sm_clock_from_the_cycles_field(self):
+        # 4,000 ns from first to last stamp: 7,920 cycles is 1,980 MHz, 4,000 cycles 1,000 MHz
+        lines = [line(0, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 7920]),
+                 line(1, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4000]),
+                 line(2, [0, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 6000])]
+        report = phase_stamps.summarise(phase_stamps.read_stamps(lines))
+        self.assertIn("SM clock over the blocks' lifetimes: median 1500 MHz (min 1000, max 1980).", report)
+        old = phase_stamps.summarise(phase_stamps.read_stamps([line(0, [0, 1000] + [2000] * 6)]))
+        self.assertNotIn("SM clock", old)  # a log from before the cycles field
+
+    def test_blocks_within_one_timer_tick_of_the_first_return_are_not_late(self):
+        lines = [line(0, [0, 1000] + [2000] * 6), line(1, [100, 1256] + [2000] * 6)]
+        report = phase_stamps.summarise(phase_stamps.read_stamps(lines))
+        self.assertNotIn("returned from the wait more than", report)
+
+    def test_no_stamps_is_refused_with_the_build_flag_named(self):
+        with self.assertRaisesRegex(ValueError, "BIFOCAL_WINDOW_ATTENTION_PHASES"):
+            phase_stamps.read_stamps(["no stamps here\n"])
+
+    def test_a_short_line_and_a_block_twice_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "fields"):
+            phase_stamps.read_stamps(["window-phases 0 1 2 3\n"])
+        with self.assertRaisesRegex(ValueError, "fields"):
+            phase_stamps.read_stamps([line(0, list(range(10)))])
+        with self.assertRaisesRegex(ValueError, "twice"):
+            phase_stamps.read_stamps([line(3, list(range(8))), line(3, list(range(8)))])
+
+    def test_a_missing_file_is_a_message_naming_it_not_a_traceback(self):
+        missing = os.path.join(os.path.dirname(__file__), "no-such-file.csv")
+        run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "phase_stamps.py"), missing],
+                             capture_output=True, text=True)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn(missing, run.stderr)
+        self.assertNotIn("Traceback", run.stderr)
+
+
+class DenominatorPhasesTest(unittest.TestCase):
+    """--kernel denominators: the mLSTM prefill's kernel 3, its own tag and point names."""
+
+    @staticmethod
+    def line(block, stamps):
+        return "denominator-phases " + " ".join(str(x) for x in [block] + stamps) + "\n"
+
+    def test_its_lines_alone_are_read_and_named_by_its_points(self):
+        # block 0 (state 0, chunk 0) and block 1: phases of 1 µs and 2 µs after a wait to 1,000 ns;
+        # a window-phases line in the same log is not this kernel's
+        lines = [self.line(0, [0, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 14000]),
+                 "window-phases 0 0 1 2 3 4 5 6 7 8\n",
+                 self.line(1, [0, 1000, 3000, 5000, 7000, 9000, 11000, 13000, 24000])]
+        blocks = phase_stamps.read_stamps(lines, "denominators")
+        self.assertEqual(sorted(blocks), [0, 1])
+        report = phase_stamps.summarise(blocks, "denominators")
+        self.assertIn("| products N and q̂·N | 1.50 | 2.00 | 4.00 | 8.00 |", report)
+        self.assertIn("| counted done | 1.50 | 2.00 | 6.00 | 12.00 |", report)
+        self.assertNotIn("q normed", report)
+
+    def test_no_stamps_names_its_own_build_flag(self):
+        with self.assertRaisesRegex(ValueError, "BIFOCAL_MLSTM_DENOMINATOR_PHASES"):
+            phase_stamps.read_stamps(["window-phases 0 0 1 2 3 4 5 6 7\n"], "denominators")
+
+    def test_the_kernel_is_chosen_on_the_command_line_and_a_wrong_one_refused(self):
+        script = os.path.join(os.path.dirname(__file__), "phase_stamps.py")
+        log = self.line(0, [0, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 14000])
+        run = subprocess.run([sys.executable, script, "--kernel", "denominators"], input=log, capture_output=True,
+                             text=True)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn("| weights W and e | 1.00 |", run.stdout)
+        wrong = subprocess.run([sys.executable, script, "--kernel", "outputs"], input=log, capture_output=True,
+                               text=True)
+        self.assertNotEqual(wrong.returncode, 0)
+        self.assertIn("usage", wrong.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
