@@ -1,12 +1,12 @@
 """kernel_timeline.py on hand-made timelines whose step spans and per-kernel additions are known."""
 import io
 import os
-import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import kernel_timeline  # noqa: E402
+import tool_test_support  # noqa: E402
 
 HEADER = "start_ns,end_ns,stream,graph_node,grid_blocks,block_threads,name\n"
 
@@ -98,12 +98,7 @@ class KernelTimelineTest(unittest.TestCase):
             kernel_timeline.read_records(io.StringIO('"ID","Kernel Name"\n1,x\n'))
 
     def test_a_missing_file_is_a_message_naming_it_not_a_traceback(self):
-        missing = os.path.join(os.path.dirname(__file__), "no-such-file.csv")
-        run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "kernel_timeline.py"), missing],
-                             capture_output=True, text=True)
-        self.assertNotEqual(run.returncode, 0)
-        self.assertIn(missing, run.stderr)
-        self.assertNotIn("Traceback", run.stderr)
+        tool_test_support.assert_missing_file_is_named(self, "kernel_timeline.py")
 
 
 if __name__ == "__main__":

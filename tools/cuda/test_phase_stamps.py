@@ -6,6 +6,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import phase_stamps  # noqa: E402
+import tool_test_support  # noqa: E402
 
 
 def line(block, stamps):
@@ -54,12 +55,7 @@ class WindowPhasesTest(unittest.TestCase):
             phase_stamps.read_stamps([line(3, list(range(8))), line(3, list(range(8)))])
 
     def test_a_missing_file_is_a_message_naming_it_not_a_traceback(self):
-        missing = os.path.join(os.path.dirname(__file__), "no-such-file.csv")
-        run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "phase_stamps.py"), missing],
-                             capture_output=True, text=True)
-        self.assertNotEqual(run.returncode, 0)
-        self.assertIn(missing, run.stderr)
-        self.assertNotIn("Traceback", run.stderr)
+        tool_test_support.assert_missing_file_is_named(self, "phase_stamps.py")
 
 
 class DenominatorPhasesTest(unittest.TestCase):
