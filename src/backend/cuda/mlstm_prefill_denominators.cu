@@ -64,9 +64,9 @@ constexpr int kPreloadedHeads = 2;
 constexpr int kLatencyBoundHeads = 4;
 
 // Block (s, c): the chunk c of state head s. kHeadDim, kChunk: d and L fixed at compile time (d = 128
-// and 256 at L = 64), so that the addresses fold; 0: the call's.
-template <int kHeadDim = 0, int kChunk = 0, bool kLatencyBound = false>
-__global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) chunk_denominators_kernel(PrefillArgs a) {
+// and 256 at L = 64), so that the addresses fold; 0: the call's. The two kernels below run it.
+template <int kHeadDim, int kChunk, bool kLatencyBound>
+__device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   constexpr int kLoadedFirst = kLatencyBound ? kLatencyBoundHeads : kPreloadedHeads;
   device::PhaseStamps<kDenominatorPhaseStamps> phases;  // a debug build's; nothing otherwise
   phases.begin();
@@ -201,18 +201,32 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
       #pragma unroll
       for (int m = 0; m < 2; ++m)
         if (row[m] < count) prefetch_line_to_l2(query_row(head, row[m]) + 8 * first_tile + 2 * t);
-    for (int step = 0; step < steps[1]; ++step) {
+    const auto k_step = [&](int step, double (&long_tile)[2][2]) {
       // B[t][g] = k_{4step+t}[column + g], A[g][t] = W_{row, 4step+t}
       const float* key = keys + (4 * step + t) * layout.key_stride + 8 * first_tile + g;
       const double b0 = key[0], b1 = second ? key[8] : 0.0;
       const double a1 = weights[row[1] * layout.weight_stride + 4 * step + t];
-      mma_fp64(sum[1][0], a1, b0);
-      if (second) mma_fp64(sum[1][1], a1, b1);
+      mma_fp64(long_tile[0], a1, b0);
+      if (second) mma_fp64(long_tile[1], a1, b1);
       if (step < steps[0]) {
         const double a0 = weights[row[0] * layout.weight_stride + 4 * step + t];
         mma_fp64(sum[0][0], a0, b0);
         if (second) mma_fp64(sum[0][1], a0, b1);
       }
+    };
+    if constexpr (kLatencyBound) {
+      // The longer m-tile's k-steps alternate between two accumulators, summed after in a fixed
+      // order (the same bits on every run): its chain of dependent fp64 mma is half as long. A
+      // block's products phase then takes 10.7 µs, not 15.4 (1K tokens of Qwen3-4B, H100; stop 56).
+      double odd[2][2] = {};
+      for (int step = 0; step < steps[1]; step += 2) {  // steps[1] = 2 · m_tile[1] + 2 is even
+        k_step(step, sum[1]);
+        k_step(step + 1, odd);
+      }
+      #pragma unroll
+      for (int n = 0; n < 2; ++n) sum[1][n][0] += odd[n][0], sum[1][n][1] += odd[n][1];
+    } else {
+      for (int step = 0; step < steps[1]; ++step) k_step(step, sum[1]);
     }
     const auto add_partials = [&](int head, const float2 (&queries)[2][2]) {
       #pragma unroll
@@ -264,10 +278,29 @@ __global__ void __launch_bounds__(kDenominatorThreads, kLatencyBound ? 3 : 0) ch
                 kRecordedDenominatorLaunch);
 }
 
+template <int kHeadDim = 0, int kChunk = 0>
+__global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel(PrefillArgs a) {
+  chunk_denominators<kHeadDim, kChunk, false>(a);
+}
+
+// The latency-bound variant (one block an SM at most) within 88 registers: its 8 warps and two of the
+// window attention's 128-thread blocks (168 registers) then fill the register file exactly, so that
+// the attention launched beside it (mlstm_prefill's window_branch) keeps two blocks on every such SM.
+// Its two accumulators take it to 110 registers unbounded: one attention block beside it, and
+// Bifocal's 1K prefill 1.2 points lower (stop 56, Qwen3-4B, H100). The count is a template argument
+// because nvcc's front end refuses __maxnreg__ beside __launch_bounds__ when both are literals; with
+// it, both reach the PTX (.maxntid 256 and .maxnreg 88), and ptxas needs the first too: under
+// .maxnreg alone the same 88 registers spill 32 bytes and the prefill lost 0.5% (stop 56).
+template <int kHeadDim, int kChunk, int kRegisters = 88>
+__global__ void __launch_bounds__(kDenominatorThreads) __maxnreg__(kRegisters)
+    latency_bound_denominators_kernel(PrefillArgs a) {
+  chunk_denominators<kHeadDim, kChunk, true>(a);
+}
+
 // The kernel compiled for d = kHeadDim at L = 64, in its latency-bound variant or not.
 template <int kHeadDim>
 auto fixed_shape_kernel(bool latency_bound) {
-  return latency_bound ? chunk_denominators_kernel<kHeadDim, 64, true> : chunk_denominators_kernel<kHeadDim, 64>;
+  return latency_bound ? latency_bound_denominators_kernel<kHeadDim, 64> : chunk_denominators_kernel<kHeadDim, 64>;
 }
 
 }  // namespace
