@@ -286,11 +286,12 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
 // The latency-bound variant (one block an SM at most) within 88 registers: its 8 warps and two of the
 // window attention's 128-thread blocks (168 registers) then fill the register file exactly, so that
 // the attention launched beside it (mlstm_prefill's window_branch) keeps two blocks on every such SM.
-// Its two accumulators take it to 110 registers unbounded: one attention block beside it, and
-// Bifocal's 1K prefill 1.2 points lower (stop 56, Qwen3-4B, H100). The count is a template argument
-// because nvcc's front end refuses __maxnreg__ beside __launch_bounds__ when both are literals; with
-// it, both reach the PTX (.maxntid 256 and .maxnreg 88), and ptxas needs the first too: under
-// .maxnreg alone the same 88 registers spill 32 bytes and the prefill lost 0.5% (stop 56).
+// At a launch bound of two blocks an SM its two accumulators take 110 registers: one attention block
+// beside it, and Bifocal's 1K prefill 1.2 points lower (stop 56, Qwen3-4B, H100). The count is a
+// template argument because nvcc's front end refuses __maxnreg__ beside __launch_bounds__ when both
+// are literals; with it, both reach the PTX (.maxntid 256 and .maxnreg 88), and ptxas needs the
+// first too: under .maxnreg alone the same 88 registers spill 32 bytes, and the prefill gained 1.0%
+// where this form gains 1.5% (stop 56).
 template <int kHeadDim, int kChunk, int kRegisters = 88>
 __global__ void __launch_bounds__(kDenominatorThreads) __maxnreg__(kRegisters)
     latency_bound_denominators_kernel(PrefillArgs a) {
