@@ -397,12 +397,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tokens_per_block = kBlockRows / heads;
-  // Blocks in reverse token order: under a causal mask the last tokens have the most keys, and
-  // starting them first shortens the tail of the grid.
-  const int first_token = int(gridDim.x - 1 - blockIdx.x) * tokens_per_block;
-  const int first_head = int(blockIdx.y) * heads;
+  // Blocks in reverse token order over the whole grid, every head group and column half of a token
+  // span before the next span: under a causal mask or a window the last tokens have the most keys,
+  // and the scheduler starts blocks in linear order, so the lightest blocks form the grid's tail.
+  const unsigned linear = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned blocks_per_span = gridDim.y * gridDim.z, within_span = linear % blocks_per_span;
+  const int first_token = int(gridDim.x - 1 - linear / blocks_per_span) * tokens_per_block;
+  const int first_head = int(within_span % gridDim.y) * heads;
   const int kv = first_head / (a.query_heads / a.kv_heads);
-  const int first_value_column = D == DV ? 0 : int(blockIdx.z) * DV;  // the block's columns of O and V
+  const int first_value_column = D == DV ? 0 : int(within_span / gridDim.y) * DV;  // the block's columns of O and V
 
   // 1. Each row's query position and the span [first, last] of the block's (padding rows
   //    excluded); the tile bitmaps zeroed.
