@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Issue 5's benchmark targets, checked against `bifocal bench` JSON files.
+
+    python3 tools/bench/issue_targets.py docs/performance/qwen3-4b.json docs/performance/qwen3.5.json \
+        docs/performance/qwen3-4b-full.json docs/performance/paper-fig2.json [--out DIR]
+
+Each target (TARGETS below, in the issue's words) is checked on every file that holds the rows it
+needs: its shape (the JSON's `model`), its mixers (a row's spec holds every key=value the target's
+spec names: `bifocal:window=448,state=kv` matches the bench's `bifocal:window=448,sink=learned,state=kv`)
+and its contexts. Prints a Markdown table, one line per target and file: what was measured, and
+`met`, `not met` or `incomplete` (a context the target names is missing). The issue sets its
+targets on the H200: a file from another card says so beside its status, since a ratio to the
+bandwidth roofline moves with the card (an H100's lower bandwidth hides fixed latencies).
+A target no file holds rows for is listed as `not measured`. --out DIR also writes targets.md and
+targets.json. Not checked here: the 32K prefill's share of the bf16 matmul peak (the bench does not
+measure the peak; docs/performance.md has the arithmetic).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+K = 1024
+ROW_KEYS = ("mixer", "context", "decode_tokens_per_second", "prefill_tokens_per_second", "roofline_ratio",
+            "cache_bytes", "accounted_cache_bytes", "peak_device_bytes")
+FIRST, LAST = 1 * K, 256 * K  # "at every context from 1K to 256K"
+
+
+# Comparisons at a target's line forgive the last bits of a float quotient (420 / 400 − 1 is
+# 0.05000000000000004): a measurement exactly on the line meets it.
+SLACK = 1e-12
+
+
+def at_least(value: float, line: float) -> bool:
+    return value >= line - SLACK
+
+
+def at_most(value: float, line: float) -> bool:
+    return value <= line + SLACK
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """'swa:window=576,sink=learned' → ('swa', {'window': '576', 'sink': 'learned'})."""
+    kind, _, rest = spec.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        params[key.strip()] = value.strip()
+    return kind.strip(), params
+
+
+def spec_matches(row_spec: str, wanted: str) -> bool:
+    kind, params = parse_spec(row_spec)
+    wanted_kind, wanted_params = parse_spec(wanted)
+    return kind == wanted_kind and all(params.get(k) == v for k, v in wanted_params.items())
+
+
+@dataclass
+class Bench:
+    """One bench JSON: its shape, card, date and rows."""
+    path: str
+    model: str
+    device: str
+    date: str
+    rows: list[dict]
+
+    @staticmethod
+    def load(path: str) -> "Bench | None":
+        """The file's rows; None (with a warning) for JSON that is not a bench's, such as peer.json."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as error:
+            raise SystemExit(f"issue_targets: {path}: {error}")
+        if not isinstance(data, dict) or not isinstance(data.get("rows"), list) or "model" not in data:
+            print(f"issue_targets: {path}: skipped, not a bifocal bench JSON (no 'model' and 'rows')", file=sys.stderr)
+            return None
+        for i, row in enumerate(data["rows"]):
+            missing = [k for k in ROW_KEYS if k not in row]
+            if missing:
+                raise SystemExit(f"issue_targets: {path}: row {i} lacks {', '.join(missing)}")
+        return Bench(path, data["model"], data.get("device", "?"), data.get("date", "?"), data["rows"])
+
+    def rows_of(self, spec: str) -> dict[int, dict]:
+        """The rows of the mixer `spec`, by context."""
+        return {row["context"]: row for row in self.rows if spec_matches(row.get("mixer", ""), spec)}
+
+
+@dataclass
+class Verdict:
+    status: str  # met, not met, incomplete
+    measured: str
+
+
+@dataclass
+class Target:
+    name: str
+    model: str
+    mixers: list[str]
+    check: Callable[[Bench], Verdict]
+    results: list[tuple[Bench, Verdict]] = field(default_factory=list)
+
+
+def context_name(tokens: int) -> str:
+    return f"{tokens // K}K" if tokens % K == 0 else str(tokens)
+
+
+def verdict(ok: bool, measured: str, missing: list[int] | None = None) -> Verdict:
+    if missing:
+        return Verdict("incomplete", measured + "; missing " + ", ".join(map(context_name, missing)))
+    return Verdict("met" if ok else "not met", measured)
+
+
+def in_span(rows: dict[int, dict]) -> dict[int, dict]:
+    return {c: r for c, r in sorted(rows.items()) if FIRST <= c <= LAST}
+
+
+def span_missing(rows: dict[int, dict]) -> list[int]:
+    return [c for c in (FIRST, LAST) if c not in rows]
+
+
+def roofline_at_every_context(spec: str, least: float) -> Callable[[Bench], Verdict]:
+    def check(bench: Bench) -> Verdict:
+        rows = in_span(bench.rows_of(spec))
+        ratios = [r["roofline_ratio"] for r in rows.values()]
+        measured = f"{spec}: " + ", ".join(f"{context_name(c)} {r['roofline_ratio']:.3f}" for c, r in rows.items())
+        return verdict(all(at_least(x, least) for x in ratios), measured, span_missing(rows))
+    return check
+
+
+def decode_spread(specs: list[str], most: float) -> Callable[[Bench], Verdict]:
+    def check(bench: Bench) -> Verdict:
+        parts, ok, missing = [], True, []
+        for spec in specs:
+            rows = in_span(bench.rows_of(spec))
+            missing += span_missing(rows)
+            speeds = [r["decode_tokens_per_second"] for r in rows.values()]
+            spread = max(speeds) / min(speeds) - 1 if speeds else 0.0
+            ok = ok and at_most(spread, most)
+            parts.append(f"{spec}: {100 * spread:.1f}%")
+        return verdict(ok, "; ".join(parts), sorted(set(missing)))
+    return check
+
+
+def share_of_swa(bifocal: str, swa: str, metric: str, least: float) -> Callable[[Bench], Verdict]:
+    """bifocal's metric over swa's at each context both have it: ≥ least at every one."""
+    def check(bench: Bench) -> Verdict:
+        mine, theirs = bench.rows_of(bifocal), bench.rows_of(swa)
+        shares = {c: mine[c][metric] / theirs[c][metric] for c in sorted(set(mine) & set(theirs))
+                  if mine[c].get(metric) and theirs[c].get(metric)}
+        measured = f"{bifocal} / {swa}: " + ", ".join(f"{context_name(c)} {100 * s:.1f}%" for c, s in shares.items())
+        if not shares:
+            return Verdict("incomplete", f"no context with both mixers' {metric}")
+        return verdict(all(at_least(s, least) for s in shares.values()), measured)
+    return check
+
+
+def roofline_at(spec: str, context: int, least: float) -> Callable[[Bench], Verdict]:
+    def check(bench: Bench) -> Verdict:
+        row = bench.rows_of(spec).get(context)
+        if row is None:
+            return Verdict("incomplete", f"{spec}: no {context_name(context)} row")
+        return verdict(at_least(row["roofline_ratio"], least), f"{spec} at {context_name(context)}: {row['roofline_ratio']:.3f}")
+    return check
+
+
+def decode_speed_at_every_context(specs: list[str], least: float, last: int) -> Callable[[Bench], Verdict]:
+    def check(bench: Bench) -> Verdict:
+        parts, ok, missing = [], True, []
+        for spec in specs:
+            rows = {c: r for c, r in sorted(bench.rows_of(spec).items()) if c <= last}
+            missing += [c for c in (FIRST, last) if c not in rows]
+            speeds = [r["decode_tokens_per_second"] for r in rows.values()]
+            ok = ok and all(at_least(s, least) for s in speeds)
+            parts.append(f"{spec}: {min(speeds):,.0f}–{max(speeds):,.0f} tok/s" if speeds else f"{spec}: none")
+        mixers = sorted({row.get("mixer", "?") for row in bench.rows})
+        return verdict(ok, "; ".join(parts) + f" ({len(mixers)} mixers in the file)", sorted(set(missing)))
+    return check
+
+
+def peak_memory_flat(spec: str) -> Callable[[Bench], Verdict]:
+    """Peak device memory at the longest context equals the shortest's; cache measured = accounting."""
+    def check(bench: Bench) -> Verdict:
+        rows = bench.rows_of(spec)
+        if len(rows) < 2:
+            return Verdict("incomplete", f"{spec}: fewer than two contexts")
+        first, last = rows[min(rows)], rows[max(rows)]
+        accounted = all(r["cache_bytes"] == r["accounted_cache_bytes"] for r in rows.values())
+        gib = 1 << 30
+        measured = (f"{spec}: {first['peak_device_bytes'] / gib:.2f} GiB at {context_name(min(rows))}, "
+                    f"{last['peak_device_bytes'] / gib:.2f} GiB at {context_name(max(rows))}; cache "
+                    + ("= accounting" if accounted else "≠ accounting"))
+        ok = first["peak_device_bytes"] == last["peak_device_bytes"] and accounted
+        return verdict(ok, measured, [] if max(rows) >= LAST else [LAST])
+    return check
+
+
+SWA = "swa:window=576,sink=learned"
+BIFOCAL_QWEN3 = "bifocal:window=448,state=kv"
+BIFOCAL_QWEN35 = "bifocal:window=320,state=kv"
+
+
+def targets() -> list[Target]:
+    return [
+        Target("qwen3-4b swa decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b", [SWA],
+               roofline_at_every_context(SWA, 0.85)),
+        Target("qwen3-4b Bifocal decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b", [BIFOCAL_QWEN3],
+               roofline_at_every_context(BIFOCAL_QWEN3, 0.85)),
+        Target("qwen3-4b decode spread 1K–256K ≤ 5%", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
+               decode_spread([SWA, BIFOCAL_QWEN3], 0.05)),
+        Target("Bifocal decode within 3% of swa (qwen3-4b)", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
+               share_of_swa(BIFOCAL_QWEN3, SWA, "decode_tokens_per_second", 0.97)),
+        Target("Bifocal decode within 3% of swa (qwen3.5-4b-like)", "qwen3.5-4b-like", [SWA, BIFOCAL_QWEN35],
+               share_of_swa(BIFOCAL_QWEN35, SWA, "decode_tokens_per_second", 0.97)),
+        Target("Bifocal prefill ≥ 90% of swa's (qwen3-4b)", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
+               share_of_swa(BIFOCAL_QWEN3, SWA, "prefill_tokens_per_second", 0.90)),
+        Target("Bifocal prefill ≥ 90% of swa's (qwen3.5-4b-like)", "qwen3.5-4b-like", [SWA, BIFOCAL_QWEN35],
+               share_of_swa(BIFOCAL_QWEN35, SWA, "prefill_tokens_per_second", 0.90)),
+        Target("full at 128K ≥ 80% of its roofline", "qwen3-4b", ["full"], roofline_at("full", 128 * K, 0.80)),
+        Target("qwen3.5-4b-like swa ≥ 85% of the roofline", "qwen3.5-4b-like", [SWA],
+               roofline_at_every_context(SWA, 0.85)),
+        Target("qwen3.5-4b-like Bifocal ≥ 85% of the roofline", "qwen3.5-4b-like", [BIFOCAL_QWEN35],
+               roofline_at_every_context(BIFOCAL_QWEN35, 0.85)),
+        Target("paper-fig2 swa 64 and 512 ≥ 8,000 tok/s to 256K", "paper-fig2",
+               ["swa:window=64", "swa:window=512"],
+               decode_speed_at_every_context(["swa:window=64", "swa:window=512"], 8000, LAST)),
+        Target("qwen3-4b swa peak device memory at 256K = at 1K", "qwen3-4b", [SWA], peak_memory_flat(SWA)),
+        Target("qwen3.5-4b-like swa peak device memory at 256K = at 1K", "qwen3.5-4b-like", [SWA],
+               peak_memory_flat(SWA)),
+    ]
+
+
+def evaluate(benches: list[Bench]) -> list[Target]:
+    checked = targets()
+    for target in checked:
+        for bench in benches:
+            if bench.model == target.model and all(bench.rows_of(spec) for spec in target.mixers):
+                target.results.append((bench, target.check(bench)))
+    return checked
+
+
+def on_target_card(bench: Bench) -> bool:
+    return "H200" in bench.device
+
+
+def markdown(checked: list[Target]) -> str:
+    lines = ["| target | file (card, date) | measured | status |", "| --- | --- | --- | --- |"]
+    for target in checked:
+        if not target.results:
+            lines.append(f"| {target.name} | — | — | not measured |")
+        for bench, result in target.results:
+            status = result.status if on_target_card(bench) else f"{result.status} (on {bench.device}; the target is the H200's)"
+            lines.append(f"| {target.name} | `{os.path.basename(bench.path)}` ({bench.device}, {bench.date}) | "
+                         f"{result.measured} | {status} |")
+    return "\n".join(lines) + "\n"
+
+
+def as_json(checked: list[Target]) -> list[dict]:
+    return [{"target": t.name, "model": t.model,
+             "results": [{"file": b.path, "device": b.device, "date": b.date, "on_target_card": on_target_card(b),
+                          "status": v.status, "measured": v.measured} for b, v in t.results]} for t in checked]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("bench_json", nargs="+", help="bench.json files written by `bifocal bench --out`")
+    parser.add_argument("--out", help="a folder for targets.md and targets.json")
+    args = parser.parse_args(argv)
+    benches = [bench for bench in map(Bench.load, args.bench_json) if bench is not None]
+    if not benches:
+        raise SystemExit("issue_targets: none of the files is a bifocal bench JSON")
+    checked = evaluate(benches)
+    table = markdown(checked)
+    sys.stdout.write(table)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "targets.md"), "w", encoding="utf-8") as f:
+            f.write(table)
+        with open(os.path.join(args.out, "targets.json"), "w", encoding="utf-8") as f:
+            json.dump(as_json(checked), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
