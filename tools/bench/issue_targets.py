@@ -24,6 +24,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_report import parse_mixer  # noqa: E402  (plain Python, as this file)
+from peer_shapes import context_label  # noqa: E402
+
 K = 1024
 ROW_KEYS = ("mixer", "context", "decode_tokens_per_second", "prefill_tokens_per_second", "roofline_ratio",
             "cache_bytes", "accounted_cache_bytes", "peak_device_bytes")
@@ -43,20 +47,11 @@ def at_most(value: float, line: float) -> bool:
     return value <= line + SLACK
 
 
-def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """'swa:window=576,sink=learned' → ('swa', {'window': '576', 'sink': 'learned'})."""
-    kind, _, rest = spec.partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        params[key.strip()] = value.strip()
-    return kind.strip(), params
-
-
 def spec_matches(row_spec: str, wanted: str) -> bool:
-    kind, params = parse_spec(row_spec)
-    wanted_kind, wanted_params = parse_spec(wanted)
-    return kind == wanted_kind and all(params.get(k) == v for k, v in wanted_params.items())
+    """The row's mixer is the wanted one: its kind, and every key=value the wanted spec names."""
+    row, target = parse_mixer(row_spec), parse_mixer(wanted)
+    options = dict(row.options)
+    return row.kind == target.kind and all(options.get(k) == v for k, v in target.options)
 
 
 @dataclass
@@ -105,13 +100,9 @@ class Target:
     results: list[tuple[Bench, Verdict]] = field(default_factory=list)
 
 
-def context_name(tokens: int) -> str:
-    return f"{tokens // K}K" if tokens % K == 0 else str(tokens)
-
-
 def verdict(ok: bool, measured: str, missing: list[int] | None = None) -> Verdict:
     if missing:
-        return Verdict("incomplete", measured + "; missing " + ", ".join(map(context_name, missing)))
+        return Verdict("incomplete", measured + "; missing " + ", ".join(map(context_label, missing)))
     return Verdict("met" if ok else "not met", measured)
 
 
@@ -127,7 +118,7 @@ def roofline_at_every_context(spec: str, least: float) -> Callable[[Bench], Verd
     def check(bench: Bench) -> Verdict:
         rows = in_span(bench.rows_of(spec))
         ratios = [r["roofline_ratio"] for r in rows.values()]
-        measured = f"{spec}: " + ", ".join(f"{context_name(c)} {r['roofline_ratio']:.3f}" for c, r in rows.items())
+        measured = f"{spec}: " + ", ".join(f"{context_label(c)} {r['roofline_ratio']:.3f}" for c, r in rows.items())
         return verdict(all(at_least(x, least) for x in ratios), measured, span_missing(rows))
     return check
 
@@ -152,7 +143,7 @@ def share_of_swa(bifocal: str, swa: str, metric: str, least: float) -> Callable[
         mine, theirs = bench.rows_of(bifocal), bench.rows_of(swa)
         shares = {c: mine[c][metric] / theirs[c][metric] for c in sorted(set(mine) & set(theirs))
                   if mine[c].get(metric) and theirs[c].get(metric)}
-        measured = f"{bifocal} / {swa}: " + ", ".join(f"{context_name(c)} {100 * s:.1f}%" for c, s in shares.items())
+        measured = f"{bifocal} / {swa}: " + ", ".join(f"{context_label(c)} {100 * s:.1f}%" for c, s in shares.items())
         if not shares:
             return Verdict("incomplete", f"no context with both mixers' {metric}")
         return verdict(all(at_least(s, least) for s in shares.values()), measured)
@@ -163,17 +154,17 @@ def roofline_at(spec: str, context: int, least: float) -> Callable[[Bench], Verd
     def check(bench: Bench) -> Verdict:
         row = bench.rows_of(spec).get(context)
         if row is None:
-            return Verdict("incomplete", f"{spec}: no {context_name(context)} row")
-        return verdict(at_least(row["roofline_ratio"], least), f"{spec} at {context_name(context)}: {row['roofline_ratio']:.3f}")
+            return Verdict("incomplete", f"{spec}: no {context_label(context)} row")
+        return verdict(at_least(row["roofline_ratio"], least), f"{spec} at {context_label(context)}: {row['roofline_ratio']:.3f}")
     return check
 
 
-def decode_speed_at_every_context(specs: list[str], least: float, last: int) -> Callable[[Bench], Verdict]:
+def decode_speed_at_every_context(specs: list[str], least: float) -> Callable[[Bench], Verdict]:
     def check(bench: Bench) -> Verdict:
         parts, ok, missing = [], True, []
         for spec in specs:
-            rows = {c: r for c, r in sorted(bench.rows_of(spec).items()) if c <= last}
-            missing += [c for c in (FIRST, last) if c not in rows]
+            rows = in_span(bench.rows_of(spec))
+            missing += span_missing(rows)
             speeds = [r["decode_tokens_per_second"] for r in rows.values()]
             ok = ok and all(at_least(s, least) for s in speeds)
             parts.append(f"{spec}: {min(speeds):,.0f}–{max(speeds):,.0f} tok/s" if speeds else f"{spec}: none")
@@ -191,8 +182,8 @@ def peak_memory_flat(spec: str) -> Callable[[Bench], Verdict]:
         first, last = rows[min(rows)], rows[max(rows)]
         accounted = all(r["cache_bytes"] == r["accounted_cache_bytes"] for r in rows.values())
         gib = 1 << 30
-        measured = (f"{spec}: {first['peak_device_bytes'] / gib:.2f} GiB at {context_name(min(rows))}, "
-                    f"{last['peak_device_bytes'] / gib:.2f} GiB at {context_name(max(rows))}; cache "
+        measured = (f"{spec}: {first['peak_device_bytes'] / gib:.2f} GiB at {context_label(min(rows))}, "
+                    f"{last['peak_device_bytes'] / gib:.2f} GiB at {context_label(max(rows))}; cache "
                     + ("= accounting" if accounted else "≠ accounting"))
         ok = first["peak_device_bytes"] == last["peak_device_bytes"] and accounted
         return verdict(ok, measured, [] if max(rows) >= LAST else [LAST])
@@ -227,7 +218,7 @@ def targets() -> list[Target]:
                roofline_at_every_context(BIFOCAL_QWEN35, 0.85)),
         Target("paper-fig2 swa 64 and 512 ≥ 8,000 tok/s to 256K", "paper-fig2",
                ["swa:window=64", "swa:window=512"],
-               decode_speed_at_every_context(["swa:window=64", "swa:window=512"], 8000, LAST)),
+               decode_speed_at_every_context(["swa:window=64", "swa:window=512"], 8000)),
         Target("qwen3-4b swa peak device memory at 256K = at 1K", "qwen3-4b", [SWA], peak_memory_flat(SWA)),
         Target("qwen3.5-4b-like swa peak device memory at 256K = at 1K", "qwen3.5-4b-like", [SWA],
                peak_memory_flat(SWA)),
