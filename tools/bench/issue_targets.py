@@ -123,17 +123,22 @@ def roofline_at_every_context(spec: str, least: float) -> Callable[[Bench], Verd
     return check
 
 
+def decode_speeds(bench: Bench, specs: list[str]) -> tuple[dict[str, list[float]], list[int]]:
+    """Each spec's decode tok/s over 1K–256K, and the span's ends that any of them lacks."""
+    speeds, missing = {}, set()
+    for spec in specs:
+        rows = in_span(bench.rows_of(spec))
+        missing.update(span_missing(rows))
+        speeds[spec] = [r["decode_tokens_per_second"] for r in rows.values()]
+    return speeds, sorted(missing)
+
+
 def decode_spread(specs: list[str], most: float) -> Callable[[Bench], Verdict]:
     def check(bench: Bench) -> Verdict:
-        parts, ok, missing = [], True, []
-        for spec in specs:
-            rows = in_span(bench.rows_of(spec))
-            missing += span_missing(rows)
-            speeds = [r["decode_tokens_per_second"] for r in rows.values()]
-            spread = max(speeds) / min(speeds) - 1 if speeds else 0.0
-            ok = ok and at_most(spread, most)
-            parts.append(f"{spec}: {100 * spread:.1f}%")
-        return verdict(ok, "; ".join(parts), sorted(set(missing)))
+        speeds, missing = decode_speeds(bench, specs)
+        spreads = {spec: max(v) / min(v) - 1 if v else 0.0 for spec, v in speeds.items()}
+        measured = "; ".join(f"{spec}: {100 * spread:.1f}%" for spec, spread in spreads.items())
+        return verdict(all(at_most(spread, most) for spread in spreads.values()), measured, missing)
     return check
 
 
@@ -161,15 +166,12 @@ def roofline_at(spec: str, context: int, least: float) -> Callable[[Bench], Verd
 
 def decode_speed_at_every_context(specs: list[str], least: float) -> Callable[[Bench], Verdict]:
     def check(bench: Bench) -> Verdict:
-        parts, ok, missing = [], True, []
-        for spec in specs:
-            rows = in_span(bench.rows_of(spec))
-            missing += span_missing(rows)
-            speeds = [r["decode_tokens_per_second"] for r in rows.values()]
-            ok = ok and all(at_least(s, least) for s in speeds)
-            parts.append(f"{spec}: {min(speeds):,.0f}–{max(speeds):,.0f} tok/s" if speeds else f"{spec}: none")
-        mixers = sorted({row.get("mixer", "?") for row in bench.rows})
-        return verdict(ok, "; ".join(parts) + f" ({len(mixers)} mixers in the file)", sorted(set(missing)))
+        speeds, missing = decode_speeds(bench, specs)
+        ok = all(at_least(speed, least) for values in speeds.values() for speed in values)
+        measured = "; ".join(f"{spec}: {min(v):,.0f}–{max(v):,.0f} tok/s" if v else f"{spec}: none"
+                             for spec, v in speeds.items())
+        mixers = {row.get("mixer", "?") for row in bench.rows}
+        return verdict(ok, measured + f" ({len(mixers)} mixers in the file)", missing)
     return check
 
 
