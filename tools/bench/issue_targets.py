@@ -4,7 +4,7 @@
     python3 tools/bench/issue_targets.py docs/performance/qwen3-4b.json docs/performance/qwen3.5.json \
         docs/performance/qwen3-4b-full.json docs/performance/paper-fig2.json [--out DIR]
 
-Each target (TARGETS below, in the issue's words) is checked on every file that holds the rows it
+Each target (targets() below, in the issue's words) is checked on every file that holds the rows it
 needs: its shape (the JSON's `model`), its mixers (a row's spec holds every key=value the target's
 spec names: `bifocal:window=448,state=kv` matches the bench's `bifocal:window=448,sink=learned,state=kv`)
 and its contexts. Prints a Markdown table, one line per target and file: what was measured, and
@@ -82,13 +82,17 @@ class Bench:
 
     def rows_of(self, spec: str) -> dict[int, dict]:
         """The rows of the mixer `spec`, by context."""
-        return {row["context"]: row for row in self.rows if spec_matches(row.get("mixer", ""), spec)}
+        return {row["context"]: row for row in self.rows if spec_matches(row["mixer"], spec)}
 
 
 @dataclass
 class Verdict:
     status: str  # met, not met, incomplete
     measured: str
+
+
+# A check: the mixer specs whose rows it reads (a file without them is not checked), and the check.
+Check = tuple[list[str], Callable[[Bench], Verdict]]
 
 
 @dataclass
@@ -98,6 +102,10 @@ class Target:
     mixers: list[str]
     check: Callable[[Bench], Verdict]
     results: list[tuple[Bench, Verdict]] = field(default_factory=list)
+
+    @staticmethod
+    def of(name: str, model: str, check: Check) -> "Target":
+        return Target(name, model, *check)
 
 
 def verdict(ok: bool, measured: str, missing: list[int] | None = None) -> Verdict:
@@ -114,13 +122,13 @@ def span_missing(rows: dict[int, dict]) -> list[int]:
     return [c for c in (FIRST, LAST) if c not in rows]
 
 
-def roofline_at_every_context(spec: str, least: float) -> Callable[[Bench], Verdict]:
+def roofline_at_every_context(spec: str, least: float) -> Check:
     def check(bench: Bench) -> Verdict:
         rows = in_span(bench.rows_of(spec))
         ratios = [r["roofline_ratio"] for r in rows.values()]
         measured = f"{spec}: " + ", ".join(f"{context_label(c)} {r['roofline_ratio']:.3f}" for c, r in rows.items())
         return verdict(all(at_least(x, least) for x in ratios), measured, span_missing(rows))
-    return check
+    return [spec], check
 
 
 def decode_speeds(bench: Bench, specs: list[str]) -> tuple[dict[str, list[float]], list[int]]:
@@ -133,16 +141,16 @@ def decode_speeds(bench: Bench, specs: list[str]) -> tuple[dict[str, list[float]
     return speeds, sorted(missing)
 
 
-def decode_spread(specs: list[str], most: float) -> Callable[[Bench], Verdict]:
+def decode_spread(specs: list[str], most: float) -> Check:
     def check(bench: Bench) -> Verdict:
         speeds, missing = decode_speeds(bench, specs)
         spreads = {spec: max(v) / min(v) - 1 if v else 0.0 for spec, v in speeds.items()}
         measured = "; ".join(f"{spec}: {100 * spread:.1f}%" for spec, spread in spreads.items())
         return verdict(all(at_most(spread, most) for spread in spreads.values()), measured, missing)
-    return check
+    return specs, check
 
 
-def share_of_swa(bifocal: str, swa: str, metric: str, least: float) -> Callable[[Bench], Verdict]:
+def share_of_swa(bifocal: str, swa: str, metric: str, least: float) -> Check:
     """bifocal's metric over swa's at each context both have it: ≥ least at every one."""
     def check(bench: Bench) -> Verdict:
         mine, theirs = bench.rows_of(bifocal), bench.rows_of(swa)
@@ -152,30 +160,31 @@ def share_of_swa(bifocal: str, swa: str, metric: str, least: float) -> Callable[
         if not shares:
             return Verdict("incomplete", f"no context with both mixers' {metric}")
         return verdict(all(at_least(s, least) for s in shares.values()), measured)
-    return check
+    return [swa, bifocal], check
 
 
-def roofline_at(spec: str, context: int, least: float) -> Callable[[Bench], Verdict]:
+def roofline_at(spec: str, context: int, least: float) -> Check:
     def check(bench: Bench) -> Verdict:
         row = bench.rows_of(spec).get(context)
         if row is None:
             return Verdict("incomplete", f"{spec}: no {context_label(context)} row")
-        return verdict(at_least(row["roofline_ratio"], least), f"{spec} at {context_label(context)}: {row['roofline_ratio']:.3f}")
-    return check
+        measured = f"{spec} at {context_label(context)}: {row['roofline_ratio']:.3f}"
+        return verdict(at_least(row["roofline_ratio"], least), measured)
+    return [spec], check
 
 
-def decode_speed_at_every_context(specs: list[str], least: float) -> Callable[[Bench], Verdict]:
+def decode_speed_at_every_context(specs: list[str], least: float) -> Check:
     def check(bench: Bench) -> Verdict:
         speeds, missing = decode_speeds(bench, specs)
         ok = all(at_least(speed, least) for values in speeds.values() for speed in values)
         measured = "; ".join(f"{spec}: {min(v):,.0f}–{max(v):,.0f} tok/s" if v else f"{spec}: none"
                              for spec, v in speeds.items())
-        mixers = {row.get("mixer", "?") for row in bench.rows}
+        mixers = {row["mixer"] for row in bench.rows}
         return verdict(ok, measured + f" ({len(mixers)} mixers in the file)", missing)
-    return check
+    return specs, check
 
 
-def peak_memory_flat(spec: str) -> Callable[[Bench], Verdict]:
+def peak_memory_flat(spec: str) -> Check:
     """Peak device memory at the longest context equals the shortest's; cache measured = accounting."""
     def check(bench: Bench) -> Verdict:
         rows = bench.rows_of(spec)
@@ -189,7 +198,7 @@ def peak_memory_flat(spec: str) -> Callable[[Bench], Verdict]:
                     + ("= accounting" if accounted else "≠ accounting"))
         ok = first["peak_device_bytes"] == last["peak_device_bytes"] and accounted
         return verdict(ok, measured, [] if max(rows) >= LAST else [LAST])
-    return check
+    return [spec], check
 
 
 SWA = "swa:window=576,sink=learned"
@@ -199,31 +208,28 @@ BIFOCAL_QWEN35 = "bifocal:window=320,state=kv"
 
 def targets() -> list[Target]:
     return [
-        Target("qwen3-4b swa decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b", [SWA],
-               roofline_at_every_context(SWA, 0.85)),
-        Target("qwen3-4b Bifocal decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b", [BIFOCAL_QWEN3],
-               roofline_at_every_context(BIFOCAL_QWEN3, 0.85)),
-        Target("qwen3-4b decode spread 1K–256K ≤ 5%", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
-               decode_spread([SWA, BIFOCAL_QWEN3], 0.05)),
-        Target("Bifocal decode within 3% of swa (qwen3-4b)", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
-               share_of_swa(BIFOCAL_QWEN3, SWA, "decode_tokens_per_second", 0.97)),
-        Target("Bifocal decode within 3% of swa (qwen3.5-4b-like)", "qwen3.5-4b-like", [SWA, BIFOCAL_QWEN35],
-               share_of_swa(BIFOCAL_QWEN35, SWA, "decode_tokens_per_second", 0.97)),
-        Target("Bifocal prefill ≥ 90% of swa's (qwen3-4b)", "qwen3-4b", [SWA, BIFOCAL_QWEN3],
-               share_of_swa(BIFOCAL_QWEN3, SWA, "prefill_tokens_per_second", 0.90)),
-        Target("Bifocal prefill ≥ 90% of swa's (qwen3.5-4b-like)", "qwen3.5-4b-like", [SWA, BIFOCAL_QWEN35],
-               share_of_swa(BIFOCAL_QWEN35, SWA, "prefill_tokens_per_second", 0.90)),
-        Target("full at 128K ≥ 80% of its roofline", "qwen3-4b", ["full"], roofline_at("full", 128 * K, 0.80)),
-        Target("qwen3.5-4b-like swa ≥ 85% of the roofline", "qwen3.5-4b-like", [SWA],
-               roofline_at_every_context(SWA, 0.85)),
-        Target("qwen3.5-4b-like Bifocal ≥ 85% of the roofline", "qwen3.5-4b-like", [BIFOCAL_QWEN35],
-               roofline_at_every_context(BIFOCAL_QWEN35, 0.85)),
-        Target("paper-fig2 swa 64 and 512 ≥ 8,000 tok/s to 256K", "paper-fig2",
-               ["swa:window=64", "swa:window=512"],
-               decode_speed_at_every_context(["swa:window=64", "swa:window=512"], 8000)),
-        Target("qwen3-4b swa peak device memory at 256K = at 1K", "qwen3-4b", [SWA], peak_memory_flat(SWA)),
-        Target("qwen3.5-4b-like swa peak device memory at 256K = at 1K", "qwen3.5-4b-like", [SWA],
-               peak_memory_flat(SWA)),
+        Target.of("qwen3-4b swa decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b",
+                  roofline_at_every_context(SWA, 0.85)),
+        Target.of("qwen3-4b Bifocal decode ≥ 85% of the roofline, 1K–256K", "qwen3-4b",
+                  roofline_at_every_context(BIFOCAL_QWEN3, 0.85)),
+        Target.of("qwen3-4b decode spread 1K–256K ≤ 5%", "qwen3-4b", decode_spread([SWA, BIFOCAL_QWEN3], 0.05)),
+        Target.of("Bifocal decode within 3% of swa (qwen3-4b)", "qwen3-4b",
+                  share_of_swa(BIFOCAL_QWEN3, SWA, "decode_tokens_per_second", 0.97)),
+        Target.of("Bifocal decode within 3% of swa (qwen3.5-4b-like)", "qwen3.5-4b-like",
+                  share_of_swa(BIFOCAL_QWEN35, SWA, "decode_tokens_per_second", 0.97)),
+        Target.of("Bifocal prefill ≥ 90% of swa's (qwen3-4b)", "qwen3-4b",
+                  share_of_swa(BIFOCAL_QWEN3, SWA, "prefill_tokens_per_second", 0.90)),
+        Target.of("Bifocal prefill ≥ 90% of swa's (qwen3.5-4b-like)", "qwen3.5-4b-like",
+                  share_of_swa(BIFOCAL_QWEN35, SWA, "prefill_tokens_per_second", 0.90)),
+        Target.of("full at 128K ≥ 80% of its roofline", "qwen3-4b", roofline_at("full", 128 * K, 0.80)),
+        Target.of("qwen3.5-4b-like swa ≥ 85% of the roofline", "qwen3.5-4b-like",
+                  roofline_at_every_context(SWA, 0.85)),
+        Target.of("qwen3.5-4b-like Bifocal ≥ 85% of the roofline", "qwen3.5-4b-like",
+                  roofline_at_every_context(BIFOCAL_QWEN35, 0.85)),
+        Target.of("paper-fig2 swa 64 and 512 ≥ 8,000 tok/s to 256K", "paper-fig2",
+                  decode_speed_at_every_context(["swa:window=64", "swa:window=512"], 8000)),
+        Target.of("qwen3-4b swa peak device memory at 256K = at 1K", "qwen3-4b", peak_memory_flat(SWA)),
+        Target.of("qwen3.5-4b-like swa peak device memory at 256K = at 1K", "qwen3.5-4b-like", peak_memory_flat(SWA)),
     ]
 
 
@@ -246,7 +252,8 @@ def markdown(checked: list[Target]) -> str:
         if not target.results:
             lines.append(f"| {target.name} | — | — | not measured |")
         for bench, result in target.results:
-            status = result.status if on_target_card(bench) else f"{result.status} (on {bench.device}; the target is the H200's)"
+            status = (result.status if on_target_card(bench)
+                      else f"{result.status} (on {bench.device}; the target is the H200's)")
             lines.append(f"| {target.name} | `{os.path.basename(bench.path)}` ({bench.device}, {bench.date}) | "
                          f"{result.measured} | {status} |")
     return "\n".join(lines) + "\n"
