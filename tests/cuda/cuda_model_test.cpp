@@ -5,7 +5,9 @@
 // session's state bytes = the accounting, and the errors for what the backend does not run.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <initializer_list>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "numerics.h"
 #include "random_mixer_checkpoint.h"
 #include "test_files.h"
+#include "wide_head_checkpoint.h"
 
 namespace bifocal {
 namespace {
@@ -133,6 +136,32 @@ TEST_F(CudaModel, ChunksPastTheGatesTokenLimitMakeTheirOwnGates) {
           EXPECT_LT(error, 1e-4) << "chunk " << chunk << " of " << tokens.size() << " tokens";
         }
       });
+}
+
+// A model with 128-wide heads (wide_head_checkpoint.h), bf16 on the device against the CPU's
+// fp32. The golden models' heads are 24–48 wide, so without this model no d = 128 tensor-core
+// path (the prefill attention's, the mLSTM's chunkwise kernels, Bifocal's mix) is reached end to
+// end through DeviceMixer's dispatch: one call of 600 tokens, and 64-token chunks; swa and full
+// as the same model's control.
+TEST_F(CudaModel, WideHeadModelMatchesTheCpuInBf16) {
+  testing::TempDir dir;
+  const auto checkpoint = testing::wide_head_checkpoint(dir.path(), 11);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::int32_t> token(1, testing::kWideHeadVocab - 1);
+  std::vector<std::int32_t> tokens(600);
+  for (auto& t : tokens) t = token(rng);
+  testing::ErrorLog log{"cuda bf16 vs cpu, 128-wide heads"};
+  for (const std::string mixer : {"bifocal:window=16,state=kv,sink=learned", "bifocal:window=448,state=kv,sink=learned",
+                                  "swa:window=448,sink=learned", "full"}) {
+    SCOPED_TRACE(mixer);
+    const Model cpu = Model::load(checkpoint, on(mixer, "cpu"));
+    const Model gpu = Model::load(checkpoint, on(mixer, "cuda", "bf16"));
+    const auto want = all_token_logits(cpu, tokens, 64);
+    for (const int chunk : {600, 64}) {
+      const double error = log.add(testing::relative_error(all_token_logits(gpu, tokens, chunk), want));
+      EXPECT_LT(error, bf16_bound(mixer)) << "chunk " << chunk;
+    }
+  }
 }
 
 // Prefill n then decode k one at a time = prefill n + k, on the device, for every mixer.
