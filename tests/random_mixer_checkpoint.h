@@ -74,11 +74,7 @@ inline std::filesystem::path golden_with_random_mixer_tensors(const std::string&
   std::normal_distribution<float> weight(0.0f, 0.02f), unit(0.0f, 1.0f);
   std::vector<F32Tensor> tensors;
   auto add = [&](const std::string& tensor, std::vector<std::int64_t> shape, auto&& value) {
-    std::int64_t count = 1;
-    for (const auto dim : shape) count *= dim;
-    std::vector<float> values(count);
-    for (float& v : values) v = value();
-    tensors.push_back({tensor, std::move(shape), std::move(values)});
+    tensors.push_back(filled_f32_tensor(tensor, std::move(shape), value));
     weight_map[tensor] = "mixer.safetensors";
   };
   for (int layer = 0; layer < layers; ++layer) {

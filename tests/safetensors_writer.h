@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,17 @@ struct F32Tensor {
   std::vector<std::int64_t> shape;
   std::vector<float> values;
 };
+
+// A tensor of `shape` whose values are value() called once each, in row-major order (a random
+// draw, or a constant): the checkpoint builders' one way to make a tensor.
+template <typename Value>
+F32Tensor filled_f32_tensor(std::string name, std::vector<std::int64_t> shape, Value&& value) {
+  std::int64_t count = 1;
+  for (const auto dim : shape) count *= dim;
+  std::vector<float> values(static_cast<std::size_t>(count));
+  for (float& v : values) v = value();
+  return {std::move(name), std::move(shape), std::move(values)};
+}
 
 inline void write_f32_safetensors(const std::filesystem::path& path, const std::vector<F32Tensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();

@@ -48,11 +48,7 @@ inline std::filesystem::path wide_head_checkpoint(const std::filesystem::path& d
   std::normal_distribution<float> unit(0.0f, 1.0f);
   std::vector<F32Tensor> tensors;
   const auto add = [&](const std::string& name, std::vector<std::int64_t> shape, auto&& value) {
-    std::int64_t count = 1;
-    for (const auto dim : shape) count *= dim;
-    std::vector<float> values(static_cast<std::size_t>(count));
-    for (float& v : values) v = value();
-    tensors.push_back({name, std::move(shape), std::move(values)});
+    tensors.push_back(filled_f32_tensor(name, std::move(shape), value));
   };
   // A projection [out, in] ~ N(0, 1/in): unit-variance inputs give unit-variance outputs.
   const auto projection = [&](const std::string& name, int out, int in) {
