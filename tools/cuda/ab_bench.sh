@@ -14,6 +14,8 @@
 # A device call ends at its time limit with whatever it wrote: ab.md is rewritten after every round,
 # and with ROUNDS_UNTIL_S no round starts once that many seconds have passed (set it to the call's
 # limit less a round's time, and ROUNDS high: the call then runs as many rounds as fit).
+# AB_ENV_<NAME> (e.g. AB_ENV_probe='BIFOCAL_PROBE_PARALLEL=skip_classify') sets variables for that
+# build's runs only, so that one bundle can run as two builds (NAME=BUNDLE twice, other names).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ $# -lt 1 ]; then
@@ -57,7 +59,8 @@ for round in $(seq 1 "$rounds"); do
       run="$out/$name.${shape//./_}.$round"
       mkdir -p "$run"
       start=$(date +%s)
-      BUNDLE=$bundle bash tools/cuda/run_on_device.sh \
+      build_env="AB_ENV_$name"
+      env ${!build_env:-} BUNDLE="$bundle" bash tools/cuda/run_on_device.sh \
         "\$BUILD/bifocal bench --shape $shape $(mixers_for "$shape") --context $contexts $bench_args --out $run" \
         > "$run/log.txt" 2>&1 || echo "ab_bench: $name $shape round $round failed (see $run/log.txt)" >&2
       echo "round $round/$rounds: $name $shape ($(($(date +%s) - start)) s)" >&2
