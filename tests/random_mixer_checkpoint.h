@@ -79,13 +79,8 @@ inline std::filesystem::path golden_with_random_mixer_tensors(const std::string&
   };
   for (int layer = 0; layer < layers; ++layer) {
     const std::string prefix = "model.layers." + std::to_string(layer) + ".self_attn.";
-    add(prefix + "sinks", {query_heads}, [&] { return unit(rng); });
-    add(prefix + "mlstm.igate.weight", {kv_heads, hidden}, [&] { return weight(rng); });
-    add(prefix + "mlstm.igate.bias", {kv_heads}, [&] { return weight(rng); });
-    add(prefix + "mlstm.fgate.weight", {kv_heads, hidden}, [&] { return weight(rng); });
-    add(prefix + "mlstm.fgate.bias", {kv_heads}, [&] { return 3.0f + weight(rng); });
-    add(prefix + "mix_gate.weight", {query_heads, hidden}, [&] { return weight(rng); });
-    add(prefix + "mix_gate.bias", {query_heads}, [&] { return weight(rng); });
+    add_mixer_gate_tensors(add, prefix, query_heads, kv_heads, hidden, [&] { return unit(rng); },
+                           [&] { return weight(rng); });
     add(prefix + "feature_map.weight", {kv_heads, head_dim, 64}, [&] { return 0.1f * unit(rng); });
     add(prefix + "window_factor", {query_heads}, [&] { return unit(rng); });
   }

@@ -31,6 +31,23 @@ F32Tensor filled_f32_tensor(std::string name, std::vector<std::int64_t> shape, V
   return {std::move(name), std::move(shape), std::move(values)};
 }
 
+// One layer's mixer tensors that DESIGN.md's "Checkpoint conventions for mixer parameters" names
+// for learned sinks, the mLSTM's gates (state=kv) and Bifocal's mix gate, under `prefix` (ending
+// in "self_attn."), through the builder's add(name, shape, value): the sinks from unit(), the gate
+// weights and biases from gate_weight(), the forget bias 3 above it (a long memory). Each builder
+// passes its own generators, so its draws stay its own; the order of the tensors is shared.
+template <typename Add, typename Unit, typename GateWeight>
+void add_mixer_gate_tensors(Add&& add, const std::string& prefix, std::int64_t query_heads, std::int64_t kv_heads,
+                            std::int64_t hidden, Unit&& unit, GateWeight&& gate_weight) {
+  add(prefix + "sinks", {query_heads}, unit);
+  add(prefix + "mlstm.igate.weight", {kv_heads, hidden}, gate_weight);
+  add(prefix + "mlstm.igate.bias", {kv_heads}, gate_weight);
+  add(prefix + "mlstm.fgate.weight", {kv_heads, hidden}, gate_weight);
+  add(prefix + "mlstm.fgate.bias", {kv_heads}, [&] { return 3.0f + gate_weight(); });
+  add(prefix + "mix_gate.weight", {query_heads, hidden}, gate_weight);
+  add(prefix + "mix_gate.bias", {query_heads}, gate_weight);  // near 0: both branches in the output
+}
+
 inline void write_f32_safetensors(const std::filesystem::path& path, const std::vector<F32Tensor>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   std::size_t offset = 0;

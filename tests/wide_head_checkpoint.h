@@ -72,15 +72,7 @@ inline std::filesystem::path wide_head_checkpoint(const std::filesystem::path& d
     projection(prefix + "mlp.gate_proj.weight", kIntermediate, kHidden);
     projection(prefix + "mlp.up_proj.weight", kIntermediate, kHidden);
     projection(prefix + "mlp.down_proj.weight", kHidden, kIntermediate);
-    // DESIGN.md "Checkpoint conventions for mixer parameters", as random_mixer_checkpoint.h.
-    const std::string mixer = prefix + "self_attn.";
-    add(mixer + "sinks", {kQueryHeads}, [&] { return unit(rng); });
-    add(mixer + "mlstm.igate.weight", {kKvHeads, kHidden}, small);
-    add(mixer + "mlstm.igate.bias", {kKvHeads}, small);
-    add(mixer + "mlstm.fgate.weight", {kKvHeads, kHidden}, small);
-    add(mixer + "mlstm.fgate.bias", {kKvHeads}, [&] { return 3.0f + small(); });  // a long memory
-    add(mixer + "mix_gate.weight", {kQueryHeads, kHidden}, small);
-    add(mixer + "mix_gate.bias", {kQueryHeads}, small);  // both branches in the output
+    add_mixer_gate_tensors(add, prefix + "self_attn.", kQueryHeads, kKvHeads, kHidden, [&] { return unit(rng); }, small);
   }
   norm("model.norm.weight", kHidden);
   projection("lm_head.weight", kWideHeadVocab, kHidden);
