@@ -72,7 +72,8 @@ inline std::filesystem::path wide_head_checkpoint(const std::filesystem::path& d
     projection(prefix + "mlp.gate_proj.weight", kIntermediate, kHidden);
     projection(prefix + "mlp.up_proj.weight", kIntermediate, kHidden);
     projection(prefix + "mlp.down_proj.weight", kHidden, kIntermediate);
-    add_mixer_gate_tensors(add, prefix + "self_attn.", kQueryHeads, kKvHeads, kHidden, [&] { return unit(rng); }, small);
+    add_mixer_gate_tensors(add, prefix + "self_attn.", kQueryHeads, kKvHeads, kHidden, [&] { return unit(rng); },
+                           small);
   }
   norm("model.norm.weight", kHidden);
   projection("lm_head.weight", kWideHeadVocab, kHidden);
