@@ -12,10 +12,11 @@
 //
 // The mixer launches the window attention inside the call instead (mlstm_prefill's
 // window_branch, beside the denominators kernel), and the window's gather too (window_gather,
-// beside the contributions kernel in short calls): the second test checks that this gives the
-// same bits as the gather and the attention launched before the call, for the tensor-core and
-// SIMT attention, with the gather beside the contributions kernel and (a call of more chunks)
-// before it.
+// beside the contributions kernel in short calls), and with bf16 storage hands the bf16 outputs
+// kernel the keys and values as the gather rounded them (MlstmRoundedKeyValues): the second test
+// checks that this gives the same bits as the gather and the attention launched before the call
+// and the outputs kernel rounding k and v itself, for the tensor-core and SIMT attention, with the
+// gather beside the contributions kernel and (a call of more chunks) before it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,8 +113,9 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
 
 // out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
 // with the window's gather (of the n new tokens, no ring, into poisoned buffers) and the attention
-// launched before the call, or as its window_gather and window_branch (as DeviceMixer's prefill
-// does); then the state the call leaves (matrix, normalizer, stabilizer). The gate rows get a
+// launched before the call, or as its window_gather and window_branch with (bf16) the gathered
+// keys and values as the outputs kernel's (as DeviceMixer's prefill does); then the state the call
+// leaves (matrix, normalizer, stabilizer). The gate rows get a
 // random bias per column: added into the rows here (as gemm's bias pass would), or, with
 // bias_by_readers, left to the kernels that read them (MlstmGateInputs' and MlstmOutputMix's
 // biases, PrefillAttentionArgs::output_gate_bias), as DeviceMixer's prefill does.
@@ -156,6 +158,9 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                                              .output_gate_bias = readers_bias ? readers_bias + 2 * S : nullptr,
                                              .beside_previous_kernel = as_branch};
   const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
+  cuda::MlstmRoundedKeyValues rounded;  // the gather's copy holds only the n new tokens here
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    if (as_branch) rounded = {keys.data(), values.data()};
   if (!as_branch) {  // the reference order: gather, attention, then the mLSTM's kernels
     gather(false);
     attend();
@@ -167,7 +172,7 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                       {.gate = gate_rows.data() + 2 * S, .gate_stride = stride,
                        .gate_bias = readers_bias ? readers_bias + 2 * S : nullptr},
                       as_branch ? std::function<void()>(attend) : std::function<void()>(),
-                      as_branch ? std::function<void(bool)>(gather) : std::function<void(bool)>());
+                      as_branch ? std::function<void(bool)>(gather) : std::function<void(bool)>(), rounded);
   testing::synchronize();
   std::vector<float> result = testing::download_floats(out);
   for (const auto* part : {&state.matrix, &state.normalizer, &state.stabilizer}) {

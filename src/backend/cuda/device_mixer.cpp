@@ -332,13 +332,22 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // stream: tools/cuda/stream_aftereffect_probe.cu, docs/notes/cuda-stop40-2026-12-04.md).
       // The window's gather goes where mlstm_prefill puts it: in short calls beside the mLSTM's
       // contributions kernel, which then need not wait for it (window_gather; stop 53: +1.0% at 1K).
+      // With bf16 storage the mLSTM's outputs kernel copies the chunk's keys and values from the
+      // gathered window as they were rounded for the attention (MlstmRoundedKeyValues): the new
+      // tokens' rows follow the cached window's `slots` rows there.
       const GatePreactivations gates = gate_products(in, s, &cublas, stream);
       const float* mix_gate = gates.values + 2 * mlstm.states;
+      MlstmRoundedKeyValues rounded;
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const std::size_t new_rows = std::size_t(s.slots) * shape_.kv_heads * shape_.head_dim;
+        rounded = {s.shared->gathered_keys.data() + new_rows, s.shared->gathered_values.data() + new_rows};
+      }
       mlstm_prefill<T>(
           mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products, scratch_of(s),
           stream, {.gate = mix_gate, .gate_stride = gates.stride, .gate_bias = mix_bias()},
           [&] { attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true); },
-          [&](bool beside_contributions) { gather_window(in, s, stream, /*wait_at_end=*/beside_contributions); });
+          [&](bool beside_contributions) { gather_window(in, s, stream, /*wait_at_end=*/beside_contributions); },
+          rounded);
       return;
     }
   }

@@ -458,7 +458,7 @@ template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
                    cudaStream_t stream, MlstmOutputMix mix, const std::function<void()>& window_branch,
-                   const std::function<void(bool)>& window_gather) {
+                   const std::function<void(bool)>& window_gather, MlstmRoundedKeyValues rounded) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
   if (n <= 0) return;
@@ -487,6 +487,9 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   // The bf16 outputs kernel computes beside the window attention (PrefillArgs::outputs_beside_window).
   args.outputs_beside_window = bf16 && bool(window_branch);
+  if (bf16 && (rounded.keys == nullptr) != (rounded.values == nullptr))
+    fail("mlstm_prefill", "rounded keys without rounded values, or the reverse");
+  if (bf16) args.rounded = rounded;  // only the bf16 outputs kernel reads them
   args.denominator_blocks = unsigned(shape.states * args.chunks);
 
   // The window's gather before kernel 1, or beside it (recurrent_chunkwise.cuh: window_gather).
@@ -519,14 +522,15 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
 template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                    int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix,
-                                   const std::function<void()>&, const std::function<void(bool)>&);
+                                   const std::function<void()>&, const std::function<void(bool)>&,
+                                   MlstmRoundedKeyValues);
 template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
                                            MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
                                            void*, cudaStream_t, MlstmOutputMix, const std::function<void()>&,
-                                           const std::function<void(bool)>&);
+                                           const std::function<void(bool)>&, MlstmRoundedKeyValues);
 template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                     int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t,
                                     MlstmOutputMix, const std::function<void()>&,
-                                    const std::function<void(bool)>&);
+                                    const std::function<void(bool)>&, MlstmRoundedKeyValues);
 
 }  // namespace bifocal::cuda

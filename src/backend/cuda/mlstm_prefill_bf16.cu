@@ -96,7 +96,9 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float low, float high) {
 // ---- The kernel -------------------------------------------------------------------------------------
 
 // kHeadDim: d where it is fixed at compile time (128, or 256 with C_c streamed), else 0 (a.head_dim).
-template <typename Out, int kHeadDim>
+// kRounded: k and v copied as the window's gather rounded them (a.rounded set), else rounded here;
+// a template argument so that each form keeps only its own preamble's registers.
+template <typename Out, int kHeadDim, bool kRounded>
 __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(PrefillArgs a) {
   device::allow_next_kernel_launch();
   // Kernel 3's W, e, denominators; C_c from the scan; q, k, v. Beside Bifocal's window attention
@@ -135,7 +137,9 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
-  const auto kv_row = [&](const float* x, int row) { return x + (std::size_t(first_token + row) * a.kv_heads + kv) * d; };
+  const auto kv_row = [&](const auto* x, int row) {  // k or v: fp32, or bf16 as the gather rounded it
+    return x + (std::size_t(first_token + row) * a.kv_heads + kv) * d;
+  };
 
   // A q stage (L rows × 32 columns, 8 quads a row) through registers: fetched from global memory
   // a stage ahead, rounded and stored when its buffer is free.
@@ -176,12 +180,30 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
 
   // 1. Kernel 3's W, e and inverse denominators (cp.async, zero past the chunk as it wrote them),
   //    C_c's rows (all, or the first stage's); q's first stage in flight; k and v's V columns
-  //    rounded into bf16 (rows past the chunk zero).
+  //    in bf16 (rows past the chunk zero): copied as the window's gather rounded them where the
+  //    call has them (PrefillArgs::rounded), else loaded and rounded here.
   copy_chunk_scales_async(a, chunk_index, L, group, weights, layout.weight_stride, entering, inverse_denominators);
   copy_state_rows_async(0, kStreamedStates ? kStageColumns : d, 0);
+  if constexpr (kRounded) {
+    // Items: k's 16-byte pieces (L rows of d), then v's (L rows of V columns).
+    const int key_pieces = d / 8, value_pieces = width / 8, key_items = L * key_pieces;
+    for (int item = threadIdx.x; item < key_items + L * value_pieces; item += kThreads) {
+      if (item < key_items) {
+        const int j = item / key_pieces, column = 8 * (item % key_pieces);
+        const bool present = j < count;
+        copy16_async(keys + j * layout.key_pitch + column,
+                     present ? kv_row(a.rounded.keys, j) + column : a.rounded.keys, present);
+      } else {
+        const int piece = item - key_items, j = piece / value_pieces, column = 8 * (piece % value_pieces);
+        const bool present = j < count;
+        copy16_async(values + j * layout.value_pitch + column,
+                     present ? kv_row(a.rounded.values, j) + first_column + column : a.rounded.values, present);
+      }
+    }
+  }
   commit_async_copies();
   fetch_stage(first_local_head, 0);
-  {
+  if constexpr (!kRounded) {
     // Items: k's quads (L rows of d), then v's (L rows of V columns).
     const int key_quads = L * d / 4, slice_quads = width / 4, value_quads = L * slice_quads;
     const int total = key_quads + value_quads;
@@ -359,6 +381,16 @@ __global__ void __launch_bounds__(kThreads, 2) chunk_outputs_bf16_kernel(Prefill
   }
 }
 
+// The kernel compiled for d where d is fixed (128, 256), else the one for any d up to 128; null
+// for a d it does not hold (streamed C_c is for d = 256 only).
+template <typename Out, bool kRounded>
+auto outputs_kernel_for(int d) {
+  return d == 256 ? chunk_outputs_bf16_kernel<Out, 256, kRounded>
+         : d == 128 ? chunk_outputs_bf16_kernel<Out, 128, kRounded>
+         : states_streamed(d) ? nullptr
+                              : chunk_outputs_bf16_kernel<Out, 0, kRounded>;
+}
+
 }  // namespace
 
 bool mlstm_prefill_detail::chunk_outputs_bf16_fits(int chunk, int d, int group) {
@@ -374,11 +406,7 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   if (args.work.bf16_matrices == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel called without C_c in bf16 (a shape it does not hold)");
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
-  const auto kernel = d == 256   ? chunk_outputs_bf16_kernel<Out, 256>
-                      : d == 128 ? chunk_outputs_bf16_kernel<Out, 128>
-                      : states_streamed(d)
-                          ? nullptr
-                          : chunk_outputs_bf16_kernel<Out, 0>;
+  const auto kernel = args.rounded.keys != nullptr ? outputs_kernel_for<Out, true>(d) : outputs_kernel_for<Out, false>(d);
   if (kernel == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel streams C_c for d = 256 only, not " + std::to_string(d));
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep

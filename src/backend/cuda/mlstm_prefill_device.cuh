@@ -79,6 +79,7 @@ struct PrefillArgs {
   cpu::MlstmState state;
   void* out;               // [n, Hq, d] in kernel 4's Out
   MlstmOutputMix mix;      // Bifocal: o·h added onto the window branch's (1 − o)·window in `out`
+  MlstmRoundedKeyValues rounded;  // Bifocal, bf16: k and v as the window's gather rounded them (or null)
   MlstmProducts products;  // the launchers pick kernels 1's and 3's instantiation by it
   Workspace work;
   // Kernel 1 lets the next kernel launch only after its wait: mlstm_prefill's window_gather comes

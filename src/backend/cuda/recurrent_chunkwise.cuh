@@ -71,6 +71,17 @@ struct MlstmOutputMix {
   int gate_stride = 0;          // ≥ Hq
   const float* gate_bias = nullptr;  // [Hq], added to each pre-activation as it is read (as MlstmGateInputs')
 };
+// Bifocal with bf16 storage: the call's k and v as the window's gather rounded them to bf16 for the
+// attention ([n, Hkv, d]: the rows after the cached window in the gathered copy). The bf16 outputs
+// kernel then copies its chunk's keys and values straight into shared memory (cp.async) instead of
+// loading the fp32 ones through registers and rounding them: the same bits, since both round to
+// nearest even, without the loads a block's first barrier waited on (the kernel's largest stall
+// at 1K: stop 63's line profile). Both null: the kernel rounds k and v itself. Read only after
+// the call's denominators kernel, so the gather may run inside the call (window_gather).
+struct MlstmRoundedKeyValues {
+  const __nv_bfloat16* keys = nullptr;
+  const __nv_bfloat16* values = nullptr;
+};
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 // window_branch (Bifocal, optional): launches the window branch on `stream` between the
 // denominators kernel and the outputs kernel. The denominators kernel then lets the next kernel
@@ -89,7 +100,8 @@ template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
                    cudaStream_t stream, MlstmOutputMix mix = {}, const std::function<void()>& window_branch = {},
-                   const std::function<void(bool beside_contributions)>& window_gather = {});
+                   const std::function<void(bool beside_contributions)>& window_gather = {},
+                   MlstmRoundedKeyValues rounded = {});
 
 enum class ChunkwiseNormalisation {
   Linear,        // h / (φ(q)ᵀz + ε)
