@@ -1,9 +1,10 @@
 // Kernel 4 of the chunkwise mLSTM prefill for bf16 models (MlstmProducts::Bf16): the outputs of
 // mlstm_prefill.cu's chunk_outputs_kernel, h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · 1/den_τ,
 // with every product on mma.sync m16n8k16 bf16 → fp32: q, k, v and S' rounded to bf16 once, as
-// they are staged, C_c as the scan rounded it (Workspace::bf16_matrices; the window attention
-// rounds q, k, v and its softmax weights likewise), W, e and the inverse denominators as kernel 3
-// wrote them (fp32; the normaliser path is double).
+// they are staged (k and v copied as Bifocal's window gather rounded them, where the call has
+// them: MlstmRoundedKeyValues, the same bits), C_c as the scan rounded it (Workspace::bf16_matrices;
+// the window attention rounds q, k, v and its softmax weights likewise), W, e and the inverse
+// denominators as kernel 3 wrote them (fp32; the normaliser path is double).
 //
 // Why: the TF32 kernel holds ~209 KB of shared memory, one block an SM, and at 24 warps it is
 // latency-bound (barriers between a head's phases with nothing beside them). In bf16 the same
