@@ -407,7 +407,8 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
   if (args.work.bf16_matrices == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel called without C_c in bf16 (a shape it does not hold)");
   const std::size_t bytes = Bf16OutputLayout(d, group).carve.bytes();
-  const auto kernel = args.rounded.keys != nullptr ? outputs_kernel_for<Out, true>(d) : outputs_kernel_for<Out, false>(d);
+  const auto kernel =
+      args.rounded.keys != nullptr ? outputs_kernel_for<Out, true>(d) : outputs_kernel_for<Out, false>(d);
   if (kernel == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel streams C_c for d = 256 only, not " + std::to_string(d));
   // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
