@@ -409,7 +409,7 @@ TEST_P(MlstmKernels, StridedGatesAndNarrowOutputsRoundTheFloatCallsOutputs) {
 }
 
 // The gate rows: the input and forget gates' shorter than the state heads, Bifocal's mix gates'
-// (MlstmOutputMix) shorter than the query heads.
+// (MlstmOutputMix) shorter than the query heads; rounded keys without rounded values.
 TEST(MlstmPrefillArguments, BadGateStridesAndABranchWithoutAMixAreRefusedByName) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const cpu::MlstmShape shape{8, 2, 2, 16};
@@ -441,6 +441,15 @@ TEST(MlstmPrefillArguments, BadGateStridesAndABranchWithoutAMixAreRefusedByName)
       },
       {"mlstm_prefill", "window branch without a mix gate"});
   EXPECT_FALSE(launched);
+  // The gathered bf16 keys and values (MlstmRoundedKeyValues) come as a pair.
+  const auto rounded = on_device(std::vector<__nv_bfloat16>(std::size_t(n) * shape.kv_heads * shape.head_dim));
+  testing::expect_error(
+      [&] {
+        cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
+                            state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr, {}, {},
+                            {}, {.keys = rounded.data()});
+      },
+      {"mlstm_prefill", "rounded keys without rounded values"});
 }
 
 }  // namespace

@@ -467,6 +467,8 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
     fail("mlstm_prefill", "gate stride " + std::to_string(gates.stride) + " is less than the " +
                               std::to_string(shape.states) + " state heads");
   if (window_branch && mix.gate == nullptr) fail("mlstm_prefill", "a window branch without a mix gate");
+  if ((rounded.keys == nullptr) != (rounded.values == nullptr))
+    fail("mlstm_prefill", "rounded keys without rounded values, or the reverse");
   if (mix.gate != nullptr && mix.gate_stride < shape.query_heads)
     fail("mlstm_prefill", "mix gate stride " + std::to_string(mix.gate_stride) + " is less than the " +
                               std::to_string(shape.query_heads) + " query heads");
@@ -487,8 +489,6 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   const int d = shape.head_dim, group = shape.query_heads / shape.states;
   // The bf16 outputs kernel computes beside the window attention (PrefillArgs::outputs_beside_window).
   args.outputs_beside_window = bf16 && bool(window_branch);
-  if (bf16 && (rounded.keys == nullptr) != (rounded.values == nullptr))
-    fail("mlstm_prefill", "rounded keys without rounded values, or the reverse");
   if (bf16) args.rounded = rounded;  // only the bf16 outputs kernel reads them
   args.denominator_blocks = unsigned(shape.states * args.chunks);
 
