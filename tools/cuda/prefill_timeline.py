@@ -62,6 +62,7 @@ def summarise(records):
     lines = [f"Prefill pass {len(passes)} of {len(passes)}: {len(layers)} layers; layer span median "
              f"{statistics.median(spans):.1f} µs (min {min(spans):.1f}, max {max(spans):.1f}; one "
              f"{LAYER_KERNEL} start to the next, the last layer left out)", "",
+             pass_breakdown(passes[-1], layers), "",
              f"Layer {len(full) // 2 + 1} of {len(layers)}, µs from its {LAYER_KERNEL} start:", "",
              "| kernel | grid × threads | start | end | lasts | adds |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     for record in middle:
@@ -72,6 +73,19 @@ def summarise(records):
               "| kernel | grid | start | end | lasts |", "| --- | ---: | ---: | ---: | ---: |"]
     lines += kernel_medians(full)
     return "\n".join(lines) + "\n"
+
+
+def pass_breakdown(kernels, layers):
+    """One line: the pass's span, first kernel's start to last kernel's end, in three parts: before the
+    first layer, the full layers, and the last layer with what follows it (the final norm, the LM
+    head, the sampling). Two mixers' passes compare part by part: stop 64 found Bifocal's share of
+    swa's 1K prefill the same over the pass as over the layers."""
+    begin, end = kernels[0]["start"], max(r["end"] for r in kernels)
+    first, last = layers[0][0]["start"], layers[-1][0]["start"]
+    return (f"The pass: {(end - begin) / 1e3:.1f} µs from its first kernel's start to its last one's end: "
+            f"{(first - begin) / 1e3:.1f} before the first layer's {LAYER_KERNEL}, {(last - first) / 1e3:.1f} "
+            f"from there to the last layer's ({len(layers) - 1} layers), {(end - last) / 1e3:.1f} in the last "
+            f"layer and after it (the final norm, the LM head, the sampling).")
 
 
 def kernel_medians(layers):

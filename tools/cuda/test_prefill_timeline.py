@@ -56,6 +56,13 @@ class PrefillTimelineTest(unittest.TestCase):
         self.assertNotIn("fill_", report)
         self.assertNotIn("lm_head", report)  # the middle layer is not the last
 
+    def test_the_pass_in_three_parts(self):
+        report = prefill_timeline.summarise(prefill_timeline.read_records(io.StringIO(self.timeline())))
+        # the timed pass: the 3 µs embedding, layers of 115 µs, the last one and the 30 µs LM head
+        self.assertIn("The pass: 493.0 µs from its first kernel's start to its last one's end: 3.0 before the "
+                      "first layer's qk_norm_rope_kernel, 345.0 from there to the last layer's (3 layers), 145.0 "
+                      "in the last layer and after it", report)
+
     def test_each_kernels_median_over_the_full_layers(self):
         # four layers whose attention lasts 60, 90, 70 and 200 µs: the last layer is left out, so
         # the medians are the 70 µs layer's; o_proj starts 1 µs after the attention ends
