@@ -16,7 +16,10 @@
 // kernel the keys and values as the gather rounded them (MlstmRoundedKeyValues): the second test
 // checks that this gives the same bits as the gather and the attention launched before the call
 // and the outputs kernel rounding k and v itself, for the tensor-core and SIMT attention, with the
-// gather beside the contributions kernel and (a call of more chunks) before it.
+// gather beside the contributions kernel and (a call of more chunks) before it. Where the call
+// offers the mLSTM's outputs to the attention's epilogue (bf16, d = 128, a state per KV head, a
+// short call: PrefillMlstmOutputs) the attention takes them, and must give the same bits too; so
+// must the branch that declines them (the outputs kernel after the attention).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,9 +122,12 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
 // random bias per column: added into the rows here (as gemm's bias pass would), or, with
 // bias_by_readers, left to the kernels that read them (MlstmGateInputs' and MlstmOutputMix's
 // biases, PrefillAttentionArgs::output_gate_bias), as DeviceMixer's prefill does.
+// take_mlstm_outputs: the branch takes the mLSTM's outputs where the call offers them and the
+// attention can; `took` (if given) says whether it did.
 template <typename T>
 std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch,
-                                     bool bias_by_readers = false) {
+                                     bool bias_by_readers = false, bool take_mlstm_outputs = true,
+                                     bool* took = nullptr) {
   const testing::MlstmSequence x(shape, n, rng);
   const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
   std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
@@ -148,7 +154,7 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
   testing::DeviceMlstmState state(testing::HostMlstmState{shape});
   auto out = poisoned<T>(x.q.size());
-  const cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
+  cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
                                              .keys = keys.data(), .values = values.data(),
                                              .key_positions = key_positions.data(),
                                              .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
@@ -158,6 +164,13 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                                              .output_gate_bias = readers_bias ? readers_bias + 2 * S : nullptr,
                                              .beside_previous_kernel = as_branch};
   const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
+  bool taken = false;
+  const auto attend_as_branch = [&](const cuda::PrefillMlstmOutputs& offer) {
+    taken = take_mlstm_outputs && offer.states != nullptr && cuda::attention_prefill_takes_mlstm_outputs<T, T>(window);
+    if (taken) window.mlstm_outputs = offer;
+    attend();
+    return taken;
+  };
   cuda::MlstmRoundedKeyValues rounded;  // the gather's copy holds only the n new tokens here
   if constexpr (std::is_same_v<T, __nv_bfloat16>)
     if (as_branch) rounded = {keys.data(), values.data()};
@@ -171,9 +184,10 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                       workspace.data(), nullptr,
                       {.gate = gate_rows.data() + 2 * S, .gate_stride = stride,
                        .gate_bias = readers_bias ? readers_bias + 2 * S : nullptr},
-                      as_branch ? std::function<void()>(attend) : std::function<void()>(),
+                      as_branch ? cuda::MlstmWindowBranch(attend_as_branch) : cuda::MlstmWindowBranch(),
                       as_branch ? std::function<void(bool)>(gather) : std::function<void(bool)>(), rounded);
   testing::synchronize();
+  if (took != nullptr) *took = taken;
   std::vector<float> result = testing::download_floats(out);
   for (const auto* part : {&state.matrix, &state.normalizer, &state.stabilizer}) {
     const std::vector<float> values = part->download();
@@ -194,8 +208,16 @@ void expect_the_same_bits(const std::vector<float>& got, const std::vector<float
 }
 
 // {Hq, Hkv, S, d}: GQA with states per KV head; d = 256 streams C_c in the bf16 kernel; state=q.
-// d = 64 and 256 take the tensor-core attention for 16-bit T; d = 32 and fp32 the SIMT kernel.
-const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64}, {4, 2, 2, 256}, {4, 2, 4, 32}};
+// d = 64, 128 and 256 take the tensor-core attention for 16-bit T; d = 32 and fp32 the SIMT
+// kernel. d = 128 with bf16: the mLSTM's outputs in the attention's epilogue, its blocks of 4 heads
+// × 16 tokens and of 1 head × 64 tokens.
+const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64}, {4, 2, 2, 256}, {4, 2, 4, 32}, {8, 2, 2, 128}, {2, 2, 2, 128}};
+// Whether mlstm_prefill offers its outputs to the window attention's epilogue for this call (the
+// conditions recurrent_chunkwise.cuh names; a few chunks, far under any GPU's SM count).
+template <typename T>
+bool epilogue_takes_outputs(const cpu::MlstmShape& shape) {
+  return std::is_same_v<T, __nv_bfloat16> && shape.head_dim == 128 && shape.states == shape.kv_heads;
+}
 constexpr int kLengths[] = {7, 150};  // inside one chunk, and ending inside the third
 
 template <typename T>
@@ -219,9 +241,16 @@ TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits)
   SCOPED_TRACE("seed " + std::to_string(seed));
   const auto expect_both_orders_alike = [&](const cpu::MlstmShape& shape, int n) {
     SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
-    std::mt19937 before(seed), beside(seed);  // the same inputs for both orders
-    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true),
-                         window_then_mlstm<TypeParam>(shape, n, before, false));
+    std::mt19937 before(seed), beside(seed), declined(seed);  // the same inputs for each order
+    const std::vector<float> reference = window_then_mlstm<TypeParam>(shape, n, before, false);
+    bool took = false;
+    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true, false, true, &took), reference);
+    EXPECT_EQ(took, epilogue_takes_outputs<TypeParam>(shape))
+        << "the attention's epilogue took the mLSTM's outputs, or not";
+    if (took) {  // the branch that declines them: the outputs kernel after the attention
+      SCOPED_TRACE("the offer declined");
+      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, declined, true, false, false), reference);
+    }
   };
   for (const cpu::MlstmShape& shape : kShapes)
     for (const int n : kLengths) expect_both_orders_alike(shape, n);  // the gather beside kernel 1

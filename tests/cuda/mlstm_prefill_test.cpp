@@ -437,7 +437,10 @@ TEST(MlstmPrefillArguments, BadGateStridesAndABranchWithoutAMixAreRefusedByName)
       [&] {
         cuda::mlstm_prefill(shape, buffer.data(), buffer.data(), buffer.data(), {buffer.data(), buffer.data(), 2}, n,
                             state.view(), buffer.data(), cuda::MlstmProducts::Tf32, workspace.data(), nullptr, {},
-                            [&] { launched = true; });
+                            [&](const cuda::PrefillMlstmOutputs&) {
+                              launched = true;
+                              return false;
+                            });
       },
       {"mlstm_prefill", "window branch without a mix gate"});
   EXPECT_FALSE(launched);

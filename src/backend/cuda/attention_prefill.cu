@@ -186,6 +186,9 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
   if (a.output_gate != nullptr && a.output_gate_stride < a.query_heads)
     fail("attention", "output gate stride " + std::to_string(a.output_gate_stride) + " is less than the " +
                           std::to_string(a.query_heads) + " query heads");
+  if (a.mlstm_outputs.states != nullptr && !attention_prefill_takes_mlstm_outputs<T, OutT>(a))
+    fail("attention", "the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128, not head_dim " +
+                          std::to_string(a.head_dim));
   if (a.n <= 0) return;
   if constexpr (sizeof(T) == 2) {
     if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream);

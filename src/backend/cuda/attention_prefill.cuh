@@ -16,6 +16,27 @@
 
 namespace bifocal::cuda {
 
+// Bifocal's mLSTM branch computed in the window attention's epilogue (mlstm_prefill's
+// window_branch offers it; recurrent_chunkwise.cuh): the outputs of the bf16 outputs kernel
+// (mlstm_prefill_bf16.cu), h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · o/den_τ, from the
+// same bf16 operands in the same order, added onto the block's (1 − o)·window rows before they
+// are stored: the same bits as that kernel's additions in L2, without its launch or its tail
+// after the attention. For d = 128, bf16 keys and output, one mLSTM state per KV head (a block's
+// rows share one C_c) and chunks of kMlstmChunk tokens (a block's tokens lie in one chunk).
+// Read from the mLSTM's workspace; `states` null: no mLSTM outputs in the epilogue.
+inline constexpr int kMlstmChunk = 64;
+struct PrefillMlstmOutputs {
+  const __nv_bfloat16* states = nullptr;      // [Hkv, chunks, d, d]: C_c, as the scan rounded it
+  const float* weights = nullptr;             // [Hkv, chunks, L, L]: W_τj (0 above the diagonal)
+  const float* entering = nullptr;            // [Hkv, chunks, L]: e_τ
+  const float* inverse_denominators = nullptr;  // [Hkv, chunks, G, L]: o / den_τ
+  // The denominators kernel's finished blocks (it adds 1 a block, release), which the epilogue
+  // awaits before it reads W, e and the denominators: that kernel runs beside the attention.
+  const unsigned* denominators_done = nullptr;
+  unsigned denominator_blocks = 0;
+  int chunks = 0;
+};
+
 // All pointers are device pointers. Query head h reads KV head h / (query_heads / kv_heads).
 template <typename T>
 struct PrefillAttentionArgs {
@@ -43,6 +64,7 @@ struct PrefillAttentionArgs {
   // attention's inputs are then there, so it starts at once and runs beside that kernel, and waits
   // for it only at its end, so that its completion still implies the previous kernel's.
   bool beside_previous_kernel = false;
+  PrefillMlstmOutputs mlstm_outputs = {};  // Bifocal: see PrefillMlstmOutputs (attention_prefill_takes_mlstm_outputs)
 };
 
 
@@ -57,6 +79,13 @@ void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStrea
 template <typename T>
 bool prefill_uses_tensor_cores(const PrefillAttentionArgs<T>& args) {
   return sizeof(T) == 2 && (args.head_dim == 64 || args.head_dim == 128 || args.head_dim == 256);  // bf16 or fp16
+}
+
+// Whether attention_prefill can compute an offered PrefillMlstmOutputs in its epilogue (it refuses
+// one it cannot take by name).
+template <typename T, typename OutT>
+bool attention_prefill_takes_mlstm_outputs(const PrefillAttentionArgs<T>& args) {
+  return std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16> && args.head_dim == 128;
 }
 
 // The tensor-core kernel alone (attention_prefill dispatches to it); prefill_uses_tensor_cores

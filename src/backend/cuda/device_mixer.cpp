@@ -266,18 +266,22 @@ void DeviceMixer<T>::gather_window(const DeviceMixerInput<T>& in, DeviceMixerSta
 }
 
 template <typename T>
-void DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream,
-                                   const float* mix_gate, int mix_gate_stride, bool beside_previous_kernel) const {
-  const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
-                                     .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
-                                     .key_positions = s.shared->gathered_positions.data(), .num_keys = s.slots + in.n,
-                                     .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
-                                     .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
-                                     .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
-                                     .output_gate = mix_gate, .output_gate_stride = mix_gate_stride,
-                                     .output_gate_bias = mix_gate != nullptr ? mix_bias() : nullptr,
-                                     .beside_previous_kernel = beside_previous_kernel};
+bool DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream,
+                                   const float* mix_gate, int mix_gate_stride, bool beside_previous_kernel,
+                                   const PrefillMlstmOutputs& mlstm_outputs) const {
+  PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
+                               .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
+                               .key_positions = s.shared->gathered_positions.data(), .num_keys = s.slots + in.n,
+                               .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
+                               .head_dim = shape_.head_dim, .window = spec_.window, .sink_tokens = sink_tokens_,
+                               .learned_sinks = learned_sinks_.size() ? learned_sinks_.data() : nullptr,
+                               .output_gate = mix_gate, .output_gate_stride = mix_gate_stride,
+                               .output_gate_bias = mix_gate != nullptr ? mix_bias() : nullptr,
+                               .beside_previous_kernel = beside_previous_kernel};
+  const bool takes_mlstm = mlstm_outputs.states != nullptr && attention_prefill_takes_mlstm_outputs<T, T>(args);
+  if (takes_mlstm) args.mlstm_outputs = mlstm_outputs;
   attention_prefill<T, T>(args, out, stream);
+  return takes_mlstm;
 }
 
 template <typename T>
@@ -335,6 +339,10 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       // With bf16 storage the mLSTM's outputs kernel copies the chunk's keys and values from the
       // gathered window as they were rounded for the attention (MlstmRoundedKeyValues): the new
       // tokens' rows follow the cached window's `slots` rows there.
+      // Where the call offers them (bf16, d = 128, its (state, chunk) blocks at most one an SM:
+      // 1K tokens of Qwen3-4B), the attention's epilogue computes the mLSTM's outputs too and adds
+      // them onto its rows (PrefillMlstmOutputs), and no outputs kernel follows it: Bifocal's
+      // 1K prefill +1.2 to +1.7% there (docs/notes/cuda-stop65-2026-12-06.md).
       const GatePreactivations gates = gate_products(in, s, &cublas, stream);
       const float* mix_gate = gates.values + 2 * mlstm.states;
       MlstmRoundedKeyValues rounded;
@@ -345,7 +353,10 @@ void DeviceMixer<T>::prefill(const DeviceMixerInput<T>& in, DeviceMixerState<T>&
       mlstm_prefill<T>(
           mlstm, in.queries, in.keys, in.values, gate_inputs(gates), in.n, cell, out, mlstm_products, scratch_of(s),
           stream, {.gate = mix_gate, .gate_stride = gates.stride, .gate_bias = mix_bias()},
-          [&] { attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true); },
+          [&](const PrefillMlstmOutputs& mlstm_outputs) {
+            return attend_window(in, s, out, stream, mix_gate, gates.stride, /*beside_previous_kernel=*/true,
+                                 mlstm_outputs);
+          },
           [&](bool beside_contributions) { gather_window(in, s, stream, /*wait_at_end=*/beside_contributions); },
           rounded);
       return;

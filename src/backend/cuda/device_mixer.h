@@ -134,12 +134,14 @@ class DeviceMixer {
   // (and the new tokens into the ring), then attention over them. mix_gate: Bifocal's window branch,
   // its output rows scaled by 1 − sigmoid(mix gate); wait_at_end and beside_previous_kernel: the
   // gather or the attention runs beside the kernel launched before it (GatherWindowArgs::
-  // wait_at_end, PrefillAttentionArgs::beside_previous_kernel).
+  // wait_at_end, PrefillAttentionArgs::beside_previous_kernel); mlstm_outputs: the mLSTM prefill's
+  // offer of its outputs for the attention's epilogue (PrefillMlstmOutputs), taken where the
+  // attention can (attend_window returns whether it did).
   void gather_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, cudaStream_t stream,
                      bool wait_at_end = false) const;
-  void attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
-                     const float* mix_gate = nullptr, int mix_gate_stride = 0,
-                     bool beside_previous_kernel = false) const;
+  bool attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& state, T* out, cudaStream_t stream,
+                     const float* mix_gate = nullptr, int mix_gate_stride = 0, bool beside_previous_kernel = false,
+                     const PrefillMlstmOutputs& mlstm_outputs = {}) const;
   // The prefill's gate pre-activations: the caller's (DeviceMixerInput::gates), or made here.
   struct GatePreactivations {
     const float* values;  // token t's gate_count() values at values + t·stride: [input S | forget S | mix Hq]

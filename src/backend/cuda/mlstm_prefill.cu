@@ -81,6 +81,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -457,7 +458,7 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix, const std::function<void()>& window_branch,
+                   cudaStream_t stream, MlstmOutputMix mix, const MlstmWindowBranch& window_branch,
                    const std::function<void(bool)>& window_gather, MlstmRoundedKeyValues rounded) {
   cpu::mlstm_check_shape(shape);
   check_head_dim(shape.head_dim);
@@ -500,7 +501,18 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   if (gather_beside) window_gather(true);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
-  if (window_branch) window_branch();
+  // The outputs in the window attention's epilogue where it can take them (recurrent_chunkwise.cuh).
+  PrefillMlstmOutputs offer;
+  if (args.outputs_beside_window && std::is_same_v<Out, __nv_bfloat16> && d == 128 && shape.states == shape.kv_heads &&
+      args.chunk == kMlstmChunk && args.state_chunks_within_one_an_sm())
+    offer = {.states = args.work.bf16_matrices, .weights = args.work.chunk_weights, .entering = args.work.entering,
+             .inverse_denominators = args.work.inverse_denominators,
+             .denominators_done = args.work.denominators_done, .denominator_blocks = args.denominator_blocks,
+             .chunks = args.chunks};
+  if (window_branch && window_branch(offer)) {
+    if (offer.states == nullptr) fail("mlstm_prefill", "internal: the window branch took outputs it was not offered");
+    return;
+  }
   if (bf16) {
     launch_chunk_outputs_bf16<Out>(args, stream);
     return;
@@ -522,15 +534,14 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
 
 template void mlstm_prefill<float>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                    int, cpu::MlstmState, float*, MlstmProducts, void*, cudaStream_t, MlstmOutputMix,
-                                   const std::function<void()>&, const std::function<void(bool)>&,
-                                   MlstmRoundedKeyValues);
+                                   const MlstmWindowBranch&, const std::function<void(bool)>&, MlstmRoundedKeyValues);
 template void mlstm_prefill<__nv_bfloat16>(const cpu::MlstmShape&, const float*, const float*, const float*,
                                            MlstmGateInputs, int, cpu::MlstmState, __nv_bfloat16*, MlstmProducts,
-                                           void*, cudaStream_t, MlstmOutputMix, const std::function<void()>&,
+                                           void*, cudaStream_t, MlstmOutputMix, const MlstmWindowBranch&,
                                            const std::function<void(bool)>&, MlstmRoundedKeyValues);
 template void mlstm_prefill<__half>(const cpu::MlstmShape&, const float*, const float*, const float*, MlstmGateInputs,
                                     int, cpu::MlstmState, __half*, MlstmProducts, void*, cudaStream_t,
-                                    MlstmOutputMix, const std::function<void()>&,
+                                    MlstmOutputMix, const MlstmWindowBranch&,
                                     const std::function<void(bool)>&, MlstmRoundedKeyValues);
 
 }  // namespace bifocal::cuda

@@ -5,6 +5,9 @@
 // them: MlstmRoundedKeyValues, the same bits), C_c as the scan rounded it (Workspace::bf16_matrices;
 // the window attention rounds q, k, v and its softmax weights likewise), W, e and the inverse
 // denominators as kernel 3 wrote them (fp32; the normaliser path is double).
+// Where mlstm_prefill offers them to Bifocal's window attention (PrefillMlstmOutputs: bf16,
+// d = 128, short calls), that kernel's epilogue computes these outputs instead, from the same
+// operands in the same order (attention_prefill_mlstm_outputs.cuh), and this kernel is not launched.
 //
 // Why: the TF32 kernel holds ~209 KB of shared memory, one block an SM, and at 24 warps it is
 // latency-bound (barriers between a head's phases with nothing beside them). In bf16 the same

@@ -21,6 +21,7 @@
 #include <functional>
 
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/attention_prefill.cuh"
 
 namespace bifocal::cuda {
 
@@ -88,7 +89,13 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 // launch only once every kernel before it has completed (dependent_launch.h), so the branch's
 // first kernel has its inputs at once, runs beside the denominators, and must wait for them at
 // its end (PrefillAttentionArgs::beside_previous_kernel); at 1K tokens this hides most of the
-// window attention behind the mLSTM chain without a second stream.
+// window attention behind the mLSTM chain without a second stream. The branch is offered the
+// mLSTM's outputs for its attention's epilogue (PrefillMlstmOutputs; `states` null where the call
+// does not offer them) and returns whether it took them; if it did, no outputs kernel follows.
+// Offered with bf16 products and output, d = 128, a state per KV head, and the (state, chunk)
+// blocks at most one an SM (1K tokens of Qwen3-4B): there the outputs kernel's blocks, ~105 KB of
+// shared memory each, start only as the attention's last blocks do, and their tail after it was
+// ~17 µs of the layer (docs/notes/cuda-stop65-2026-12-06.md).
 // window_gather (Bifocal, optional): launches the window's gather on `stream`, called once, with
 // beside_contributions false before the first kernel, or true right after the contributions
 // kernel (kernel 1), which then lets the next kernel launch only after its wait: the gather copies
@@ -96,10 +103,12 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 // kernel 1's (state, chunk) blocks are at most one an SM (1K tokens of Qwen3-4B, up to 2K of the
 // Qwen3.5-like shape): kernel 1 then no longer waits for the gather before it starts; with more
 // blocks its grid fills the SMs and the gather would wait for room (docs/notes/cuda-stop53-2026-12-05.md).
+using MlstmWindowBranch = std::function<bool(const PrefillMlstmOutputs&)>;
 template <typename Out>
 void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k, const float* v, MlstmGateInputs gates,
                    int n, cpu::MlstmState state, Out* out, MlstmProducts products, void* workspace,
-                   cudaStream_t stream, MlstmOutputMix mix = {}, const std::function<void()>& window_branch = {},
+                   cudaStream_t stream, MlstmOutputMix mix = {},
+                   const MlstmWindowBranch& window_branch = {},
                    const std::function<void(bool beside_contributions)>& window_gather = {},
                    MlstmRoundedKeyValues rounded = {});
 
