@@ -154,7 +154,7 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   auto workspace = poisoned<std::uint8_t>(cuda::mlstm_prefill_workspace_bytes(shape, n, products));
   testing::DeviceMlstmState state(testing::HostMlstmState{shape});
   auto out = poisoned<T>(x.q.size());
-  cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
+  const cuda::PrefillAttentionArgs<T> window{.queries = q.data(), .positions = token_positions.data(), .n = n,
                                              .keys = keys.data(), .values = values.data(),
                                              .key_positions = key_positions.data(),
                                              .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
@@ -167,8 +167,7 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   bool taken = false;
   const auto attend_as_branch = [&](const cuda::PrefillMlstmOutputs& offer) {
     taken = take_mlstm_outputs && offer.states != nullptr && cuda::attention_prefill_takes_mlstm_outputs<T, T>(window);
-    if (taken) window.mlstm_outputs = offer;
-    attend();
+    cuda::attention_prefill<T, T>(window, out.data(), nullptr, taken ? offer : cuda::PrefillMlstmOutputs{});
     return taken;
   };
   cuda::MlstmRoundedKeyValues rounded;  // the gather's copy holds only the n new tokens here

@@ -178,7 +178,8 @@ void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
 }  // namespace
 
 template <typename T, typename OutT>
-void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
+void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream,
+                       const PrefillMlstmOutputs& mlstm_outputs) {
   if (a.head_dim < 8 || a.head_dim > 256 || a.head_dim % 8 != 0)
     fail("attention", "CUDA head_dim must be a multiple of 8 in [8, 256], got " + std::to_string(a.head_dim));
   if (a.kv_heads <= 0 || a.query_heads % a.kv_heads != 0)
@@ -186,12 +187,12 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
   if (a.output_gate != nullptr && a.output_gate_stride < a.query_heads)
     fail("attention", "output gate stride " + std::to_string(a.output_gate_stride) + " is less than the " +
                           std::to_string(a.query_heads) + " query heads");
-  if (a.mlstm_outputs.states != nullptr && !attention_prefill_takes_mlstm_outputs<T, OutT>(a))
+  if (mlstm_outputs.states != nullptr && !attention_prefill_takes_mlstm_outputs<T, OutT>(a))
     fail("attention", "the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128, not head_dim " +
                           std::to_string(a.head_dim));
   if (a.n <= 0) return;
   if constexpr (sizeof(T) == 2) {
-    if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream);
+    if (prefill_uses_tensor_cores(a)) return attention_prefill_tensor_core(a, out, stream, mlstm_outputs);
   }
   if (a.head_dim <= 64)
     launch<T, OutT, 64>(a, out, stream);
@@ -201,12 +202,17 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
     launch<T, OutT, 256>(a, out, stream);
 }
 
-template void attention_prefill<__nv_bfloat16, float>(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
-template void attention_prefill<__nv_bfloat16, __nv_bfloat16>(const PrefillAttentionArgs<__nv_bfloat16>&,
-                                                               __nv_bfloat16*, cudaStream_t);
-template void attention_prefill<float, float>(const PrefillAttentionArgs<float>&, float*, cudaStream_t);
-template void attention_prefill<float, __nv_bfloat16>(const PrefillAttentionArgs<float>&, __nv_bfloat16*, cudaStream_t);
-template void attention_prefill<__half, float>(const PrefillAttentionArgs<__half>&, float*, cudaStream_t);
-template void attention_prefill<__half, __half>(const PrefillAttentionArgs<__half>&, __half*, cudaStream_t);
+template void attention_prefill<__nv_bfloat16, float>(const PrefillAttentionArgs<__nv_bfloat16>&, float*,
+                                   cudaStream_t, const PrefillMlstmOutputs&);
+template void attention_prefill<__nv_bfloat16, __nv_bfloat16>(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*, cudaStream_t,
+                                   const PrefillMlstmOutputs&);
+template void attention_prefill<float, float>(const PrefillAttentionArgs<float>&, float*,
+                                   cudaStream_t, const PrefillMlstmOutputs&);
+template void attention_prefill<float, __nv_bfloat16>(const PrefillAttentionArgs<float>&, __nv_bfloat16*,
+                                   cudaStream_t, const PrefillMlstmOutputs&);
+template void attention_prefill<__half, float>(const PrefillAttentionArgs<__half>&, float*,
+                                   cudaStream_t, const PrefillMlstmOutputs&);
+template void attention_prefill<__half, __half>(const PrefillAttentionArgs<__half>&, __half*,
+                                   cudaStream_t, const PrefillMlstmOutputs&);
 
 }  // namespace bifocal::cuda

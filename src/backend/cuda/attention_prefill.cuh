@@ -64,7 +64,6 @@ struct PrefillAttentionArgs {
   // attention's inputs are then there, so it starts at once and runs beside that kernel, and waits
   // for it only at its end, so that its completion still implies the previous kernel's.
   bool beside_previous_kernel = false;
-  PrefillMlstmOutputs mlstm_outputs = {};  // Bifocal: see PrefillMlstmOutputs (attention_prefill_takes_mlstm_outputs)
 };
 
 
@@ -72,8 +71,12 @@ struct PrefillAttentionArgs {
 // CpuBackend::attention on the same arguments (to fp32 rounding on the SIMT kernel; within the
 // T rounding of q and of the softmax weights on the tensor cores). One kernel on `stream`, a
 // programmatic dependent of the kernel before it (dependent_launch.h); no workspace.
+// mlstm_outputs (Bifocal): the mLSTM's outputs added in the epilogue, where `states` is set
+// (attention_prefill_takes_mlstm_outputs must hold). A kernel argument of its own, not a member of
+// args: args grown by its 56 bytes cost the d = 256 kernel 3 registers and a 20-byte spill.
 template <typename T, typename OutT>
-void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
+void attention_prefill(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream,
+                       const PrefillMlstmOutputs& mlstm_outputs = {});
 
 // Whether attention_prefill takes the tensor-core kernel for these arguments.
 template <typename T>
@@ -91,6 +94,7 @@ bool attention_prefill_takes_mlstm_outputs(const PrefillAttentionArgs<T>& args) 
 // The tensor-core kernel alone (attention_prefill dispatches to it); prefill_uses_tensor_cores
 // must hold.
 template <typename T, typename OutT>
-void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream);
+void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& args, OutT* out, cudaStream_t stream,
+                                   const PrefillMlstmOutputs& mlstm_outputs = {});
 
 }  // namespace bifocal::cuda

@@ -33,9 +33,9 @@ __device__ __forceinline__ void wait_for_mlstm_denominators(const PrefillMlstmOu
 // tile, rows 64 … 127 in its value tile, both laid out (and read) as value tiles. Issued as the
 // block's last tile is computed, into the buffer no tile needs any more.
 template <typename T, int D, int DV>
-__device__ __forceinline__ void copy_mlstm_state_async(const PrefillAttentionArgs<T>& a,
-                                                       SharedStorage<T, D, DV>& shared, int buffer, int chunk_index) {
-  const T* state = reinterpret_cast<const T*>(a.mlstm_outputs.states) + std::size_t(chunk_index) * D * D;
+__device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs& m, SharedStorage<T, D, DV>& shared,
+                                                       int buffer, int chunk_index) {
+  const T* state = reinterpret_cast<const T*>(m.states) + std::size_t(chunk_index) * D * D;
   copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
   copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
 }
@@ -49,12 +49,12 @@ __device__ __forceinline__ void copy_mlstm_state_async(const PrefillAttentionArg
 // yet waited for); the chunk's keys and values go to the other buffer, which the barrier before
 // this call has freed.
 template <typename T, int D, int DV>
-__device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, SharedStorage<T, D, DV>& shared,
+__device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
+                                  SharedStorage<T, D, DV>& shared,
                                   const RowState<D, DV>& rows, int state_buffer, int first_token, int first_head,
                                   int heads, int kv, T* out) {
   static_assert(D == 128 && DV == 128 && D == 2 * kTileKeys && kMlstmChunk == kTileKeys);
   constexpr int L = kMlstmChunk;
-  const PrefillMlstmOutputs& m = a.mlstm_outputs;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4;
   const int chunk = first_token / L, group = a.query_heads / a.kv_heads;
   const std::size_t chunk_index = std::size_t(kv) * m.chunks + chunk;  // state head = KV head

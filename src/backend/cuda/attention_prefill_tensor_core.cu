@@ -59,7 +59,7 @@ using namespace prefill_tiles;
 // kMlstm: Bifocal's mLSTM outputs added in the epilogue (PrefillMlstmOutputs; bf16, d = 128).
 template <typename T, typename OutT, int D, int DV, bool kMlstm>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
-    attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out) {
+    attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out, PrefillMlstmOutputs mlstm) {
   device::allow_next_kernel_launch();
   // Every input (q, k, v, positions) is an earlier kernel's output; beside_previous_kernel: they
   // were complete before this kernel launched, and it waits at its end instead.
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     if constexpr (kMlstm) {  // the last tile: C_c into the buffer no tile needs any more
       if (next >= num_tiles) {
         state_buffer = buffer ^ 1;
-        copy_mlstm_state_async(a, shared, state_buffer, kv * a.mlstm_outputs.chunks + first_token / kMlstmChunk);
+        copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk);
       }
     }
     commit_async_copies();
@@ -194,10 +194,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   if constexpr (kMlstm) {
     if (state_buffer < 0) {  // no tile: C_c not on its way yet
       state_buffer = 0;
-      copy_mlstm_state_async(a, shared, state_buffer, kv * a.mlstm_outputs.chunks + first_token / kMlstmChunk);
+      copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk);
     }
     __syncthreads();  // every warp is past its last tile: its buffer takes the chunk's keys and values
-    add_mlstm_outputs<T, D, DV>(a, shared, rows, state_buffer, first_token, first_head, heads, kv, out);
+    add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv, out);
   }
   if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete
 }
@@ -210,7 +210,7 @@ int heads_per_block(int group) {
 }
 
 template <typename T, typename OutT, int D, int DV, bool kMlstm = false>
-void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
+void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream, const PrefillMlstmOutputs& mlstm) {
   const int heads = heads_per_block(a.query_heads / a.kv_heads);
   const int tokens_per_block = kBlockRows / heads;
   const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads), D / DV);
@@ -219,30 +219,35 @@ void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
         "attention_prefill_tensor_core_kernel");
   launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<T, D, DV>), stream,
-                   "attention_prefill_tensor_core_kernel", a, heads, out);
+                   "attention_prefill_tensor_core_kernel", a, heads, out, mlstm);
 }
 
 }  // namespace
 
 template <typename T, typename OutT>
-void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
+void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream,
+                                   const PrefillMlstmOutputs& mlstm_outputs) {
   if (!prefill_uses_tensor_cores(a))
     fail("attention", "the tensor-core prefill takes bf16 or fp16 keys with head_dim 64, 128 or 256");
   if (a.n <= 0) return;
   if (a.head_dim == 64)
-    launch<T, OutT, 64, 64>(a, out, stream);
+    launch<T, OutT, 64, 64>(a, out, stream, {});
   else if (a.head_dim == 128) {
     if constexpr (std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16>)
-      if (a.mlstm_outputs.states != nullptr) return launch<T, OutT, 128, 128, true>(a, out, stream);
-    launch<T, OutT, 128, 128>(a, out, stream);
+      if (mlstm_outputs.states != nullptr) return launch<T, OutT, 128, 128, true>(a, out, stream, mlstm_outputs);
+    launch<T, OutT, 128, 128>(a, out, stream, {});
   }
   else
-    launch<T, OutT, 256, 128>(a, out, stream);
+    launch<T, OutT, 256, 128>(a, out, stream, {});
 }
 
-template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t);
-template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*, cudaStream_t);
-template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, float*, cudaStream_t);
-template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, __half*, cudaStream_t);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t,
+                                            const PrefillMlstmOutputs&);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, __nv_bfloat16*, cudaStream_t,
+                                            const PrefillMlstmOutputs&);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, float*, cudaStream_t,
+                                            const PrefillMlstmOutputs&);
+template void attention_prefill_tensor_core(const PrefillAttentionArgs<__half>&, __half*, cudaStream_t,
+                                            const PrefillMlstmOutputs&);
 
 }  // namespace bifocal::cuda

@@ -269,7 +269,7 @@ template <typename T>
 bool DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerState<T>& s, T* out, cudaStream_t stream,
                                    const float* mix_gate, int mix_gate_stride, bool beside_previous_kernel,
                                    const PrefillMlstmOutputs& mlstm_outputs) const {
-  PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
+  const PrefillAttentionArgs<T> args{.queries = in.queries, .positions = in.positions, .n = in.n,
                                .keys = s.shared->gathered_keys.data(), .values = s.shared->gathered_values.data(),
                                .key_positions = s.shared->gathered_positions.data(), .num_keys = s.slots + in.n,
                                .query_heads = shape_.query_heads, .kv_heads = shape_.kv_heads,
@@ -279,8 +279,7 @@ bool DeviceMixer<T>::attend_window(const DeviceMixerInput<T>& in, DeviceMixerSta
                                .output_gate_bias = mix_gate != nullptr ? mix_bias() : nullptr,
                                .beside_previous_kernel = beside_previous_kernel};
   const bool takes_mlstm = mlstm_outputs.states != nullptr && attention_prefill_takes_mlstm_outputs<T, T>(args);
-  if (takes_mlstm) args.mlstm_outputs = mlstm_outputs;
-  attention_prefill<T, T>(args, out, stream);
+  attention_prefill<T, T>(args, out, stream, takes_mlstm ? mlstm_outputs : PrefillMlstmOutputs{});
   return takes_mlstm;
 }
 
