@@ -183,6 +183,28 @@ TEST(CudaPrefillAttentionArguments, AnOutputGateRowShorterThanTheQueryHeadsIsRef
                         {"attention", "output gate stride 3", "4 query heads"});
 }
 
+// The mLSTM's outputs in the epilogue (PrefillMlstmOutputs) exist for bf16 keys and output with
+// the head sizes attention_prefill_takes_mlstm_outputs names: an offer to any other kernel is
+// refused by name, before anything launches.
+TEST(CudaPrefillAttentionArguments, MlstmOutputsTheKernelCannotTakeAreRefusedByName) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const DeviceBuffer<float> buffer(64);
+  const DeviceBuffer<__nv_bfloat16> states(64);
+  const cuda::PrefillMlstmOutputs offer{.states = states.data(), .chunks = 1};
+  const cuda::PrefillAttentionArgs<float> fp32_keys{.queries = buffer.data(), .n = 1, .num_keys = 1, .query_heads = 4,
+                                                    .kv_heads = 1, .head_dim = 128};
+  DeviceBuffer<float> out(512);
+  testing::expect_error([&] { cuda::attention_prefill(fp32_keys, out.data(), nullptr, offer); },
+                        {"attention", "mLSTM outputs", "not fp32 keys and fp32 output"});
+  const DeviceBuffer<__nv_bfloat16> keys(512);
+  const cuda::PrefillAttentionArgs<__nv_bfloat16> narrow_heads{.queries = buffer.data(), .n = 1, .keys = keys.data(),
+                                                               .values = keys.data(), .num_keys = 1, .query_heads = 4,
+                                                               .kv_heads = 1, .head_dim = 64};
+  DeviceBuffer<__nv_bfloat16> bf16_out(256);
+  testing::expect_error([&] { cuda::attention_prefill(narrow_heads, bf16_out.data(), nullptr, offer); },
+                        {"attention", "mLSTM outputs", "bf16 output with head_dim 64"});
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaPrefillAttention,
     ::testing::Values(

@@ -175,6 +175,12 @@ void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream) {
                    "attention_prefill_kernel", a, out);
 }
 
+// The storage type's name, for error messages.
+template <typename X>
+constexpr const char* storage_name() {
+  return std::is_same_v<X, float> ? "fp32" : std::is_same_v<X, __half> ? "fp16" : "bf16";
+}
+
 }  // namespace
 
 template <typename T, typename OutT>
@@ -188,7 +194,8 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
     fail("attention", "output gate stride " + std::to_string(a.output_gate_stride) + " is less than the " +
                           std::to_string(a.query_heads) + " query heads");
   if (mlstm_outputs.states != nullptr && !attention_prefill_takes_mlstm_outputs<T, OutT>(a))
-    fail("attention", "the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128, not head_dim " +
+    fail("attention", std::string("the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128, not ") +
+                          storage_name<T>() + " keys and " + storage_name<OutT>() + " output with head_dim " +
                           std::to_string(a.head_dim));
   if (a.n <= 0) return;
   if constexpr (sizeof(T) == 2) {
