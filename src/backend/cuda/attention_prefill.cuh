@@ -19,8 +19,8 @@ namespace bifocal::cuda {
 // Bifocal's mLSTM branch computed in the window attention's epilogue (mlstm_prefill's
 // window_branch offers it; recurrent_chunkwise.cuh): the outputs of the bf16 outputs kernel
 // (mlstm_prefill_bf16.cu), h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · o/den_τ, from the
-// same bf16 operands in the same order, added onto the block's (1 − o)·window rows before they
-// are stored: the same bits as that kernel's additions in L2, without its launch or its tail
+// same bf16 operands in the same order, added in L2 onto the block's (1 − o)·window rows once it
+// has stored them: the same bits as that kernel's additions, without its launch or its tail
 // after the attention. For d = 128, bf16 keys and output, one mLSTM state per KV head (a block's
 // rows share one C_c) and chunks of kMlstmChunk tokens (a block's tokens lie in one chunk).
 // Read from the mLSTM's workspace; `states` null: no mLSTM outputs in the epilogue.
