@@ -10,23 +10,14 @@
 #endif
 
 #include "backend/cuda/attention_prefill_tiles.cuh"
+#include "backend/cuda/dependent_launch.h"
 
 namespace bifocal::cuda::prefill_tiles {
 
-// Thread 0 polls the denominators kernel's count of finished blocks with acquire loads; the fence
-// and barrier after pass that on to the whole block (as mlstm_prefill_device.cuh's
+// The denominators kernel's count of finished blocks (as mlstm_prefill_device.cuh's
 // wait_for_denominators). Safe to spin: that kernel's blocks all run before this kernel launches.
 __device__ __forceinline__ void wait_for_mlstm_denominators(const PrefillMlstmOutputs& m) {
-  if (threadIdx.x == 0) {
-    for (;;) {
-      unsigned done;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(m.denominators_done) : "memory");
-      if (done >= m.denominator_blocks) break;
-      __nanosleep(128);
-    }
-    __threadfence();
-  }
-  __syncthreads();
+  device::wait_for_count(m.denominators_done, m.denominator_blocks);
 }
 
 // C_c (d × d bf16, row-major in k) into the tile buffer pair `buffer`: rows 0 … 63 in its key

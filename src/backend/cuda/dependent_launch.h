@@ -61,6 +61,23 @@ namespace device {
 __device__ __forceinline__ void wait_for_previous_kernel() { cudaGridDependencySynchronize(); }
 // Lets the next kernel be scheduled now (it still waits for this one to complete before it reads).
 __device__ __forceinline__ void allow_next_kernel_launch() { cudaTriggerProgrammaticLaunchCompletion(); }
+#ifdef __CUDACC__
+// Blocks until `count` reaches `target`: the wait for an earlier kernel that is not the one just
+// before (above), whose blocks each add 1 once their writes are out (a fence, then the add).
+// Thread 0 polls with acquire loads; the fence and barrier after pass that on to the whole block.
+__device__ __forceinline__ void wait_for_count(const unsigned* count, unsigned target) {
+  if (threadIdx.x == 0) {
+    for (;;) {
+      unsigned done;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(count) : "memory");
+      if (done >= target) break;
+      __nanosleep(128);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+#endif
 }  // namespace device
 
 // Raises `kernel`'s dynamic shared memory limit to shared_bytes when that is over the default

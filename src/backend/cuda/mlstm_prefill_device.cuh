@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "backend/cuda/async_copy.cuh"
+#include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/device_properties.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
@@ -135,16 +136,7 @@ __device__ __forceinline__ void count_denominators_block_done(const PrefillArgs&
   }
 }
 __device__ __forceinline__ void wait_for_denominators(const PrefillArgs& a) {
-  if (threadIdx.x == 0) {
-    for (;;) {
-      unsigned done;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(done) : "l"(a.work.denominators_done) : "memory");
-      if (done >= a.denominator_blocks) break;
-      __nanosleep(128);
-    }
-    __threadfence();
-  }
-  __syncthreads();
+  device::wait_for_count(a.work.denominators_done, a.denominator_blocks);
 }
 
 // ---- PTX: asynchronous copies and 3xTF32 mma --------------------------------------------------
