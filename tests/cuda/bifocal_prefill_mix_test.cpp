@@ -211,8 +211,9 @@ void expect_the_same_bits(const std::vector<float>& got, const std::vector<float
 // kernel. d = 128 with bf16: the mLSTM's outputs in the attention's epilogue, its blocks of 4 heads
 // × 16 tokens and of 1 head × 64 tokens.
 const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64}, {4, 2, 2, 256}, {4, 2, 4, 32}, {8, 2, 2, 128}, {2, 2, 2, 128}};
-// Whether mlstm_prefill offers its outputs to the window attention's epilogue for this call (the
-// conditions recurrent_chunkwise.cuh names; a few chunks, far under any GPU's SM count).
+// Whether the window attention's epilogue takes the mLSTM's outputs in this call: offered and
+// takeable (the conditions recurrent_chunkwise.cuh names; a few chunks, far under any GPU's SM
+// count).
 template <typename T>
 bool epilogue_takes_outputs(const cpu::MlstmShape& shape) {
   return std::is_same_v<T, __nv_bfloat16> && shape.head_dim == 128 && shape.states == shape.kv_heads;

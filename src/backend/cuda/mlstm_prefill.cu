@@ -81,7 +81,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -501,10 +500,11 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   if (gather_beside) window_gather(true);
   launch_state_scan(args, stream);
   launch_chunk_denominators(args, stream);
-  // The outputs in the window attention's epilogue where it can take them (recurrent_chunkwise.cuh).
+  // The outputs offered to the window attention's epilogue, which takes them where it can
+  // (recurrent_chunkwise.cuh; attention_prefill_takes_mlstm_outputs decides the types and d).
   PrefillMlstmOutputs offer;
-  if (args.outputs_beside_window && std::is_same_v<Out, __nv_bfloat16> && d == 128 && shape.states == shape.kv_heads &&
-      args.chunk == kMlstmChunk && args.state_chunks_within_one_an_sm())
+  if (args.outputs_beside_window && shape.states == shape.kv_heads && args.chunk == kMlstmChunk &&
+      args.state_chunks_within_one_an_sm())
     offer = {.states = args.work.bf16_matrices, .weights = args.work.chunk_weights, .entering = args.work.entering,
              .inverse_denominators = args.work.inverse_denominators,
              .denominators_done = args.work.denominators_done, .denominator_blocks = args.denominator_blocks,
