@@ -114,20 +114,28 @@ void expect_mixed_outputs_follow_the_gate_formula(const cpu::MlstmShape& shape, 
   EXPECT_EQ(mixed_state.stabilizer.download(), plain_state.stabilizer.download());
 }
 
+// How window_then_mlstm runs the two branches.
+struct BranchOrder {
+  // The gather and the attention launched before the call (false: the reference order), or as its
+  // window_gather and window_branch with (bf16) the gathered keys and values as the outputs
+  // kernel's, as DeviceMixer's prefill does.
+  bool as_branch = false;
+  // The gate rows' random bias per column added into the rows here (as gemm's bias pass would), or
+  // left to the kernels that read them (MlstmGateInputs' and MlstmOutputMix's biases,
+  // PrefillAttentionArgs::output_gate_bias), as DeviceMixer's prefill does.
+  bool bias_by_readers = false;
+  // The branch takes the mLSTM's outputs where the call offers them and the attention can.
+  bool take_mlstm_outputs = true;
+};
+
 // out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
-// with the window's gather (of the n new tokens, no ring, into poisoned buffers) and the attention
-// launched before the call, or as its window_gather and window_branch with (bf16) the gathered
-// keys and values as the outputs kernel's (as DeviceMixer's prefill does); then the state the call
-// leaves (matrix, normalizer, stabilizer). The gate rows get a
-// random bias per column: added into the rows here (as gemm's bias pass would), or, with
-// bias_by_readers, left to the kernels that read them (MlstmGateInputs' and MlstmOutputMix's
-// biases, PrefillAttentionArgs::output_gate_bias), as DeviceMixer's prefill does.
-// take_mlstm_outputs: the branch takes the mLSTM's outputs where the call offers them and the
-// attention can; `took` (if given) says whether it did.
+// with the window's gather (of the n new tokens, no ring, into poisoned buffers), in `order`;
+// then the state the call leaves (matrix, normalizer, stabilizer). `took` (if given) says whether
+// the attention's epilogue took the mLSTM's outputs.
 template <typename T>
-std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, bool as_branch,
-                                     bool bias_by_readers = false, bool take_mlstm_outputs = true,
+std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, BranchOrder order,
                                      bool* took = nullptr) {
+  const auto [as_branch, bias_by_readers, take_mlstm_outputs] = order;
   const testing::MlstmSequence x(shape, n, rng);
   const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
   std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
@@ -166,7 +174,8 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
   const auto attend = [&] { cuda::attention_prefill<T, T>(window, out.data(), nullptr); };
   bool taken = false;
   const auto attend_as_branch = [&](const cuda::PrefillMlstmOutputs& offer) {
-    taken = take_mlstm_outputs && offer.states != nullptr && cuda::attention_prefill_takes_mlstm_outputs<T, T>(window);
+    taken = take_mlstm_outputs && offer.states != nullptr &&
+            cuda::attention_prefill_takes_mlstm_outputs<T, T>(window);
     cuda::attention_prefill<T, T>(window, out.data(), nullptr, taken ? offer : cuda::PrefillMlstmOutputs{});
     return taken;
   };
@@ -242,14 +251,16 @@ TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits)
   const auto expect_both_orders_alike = [&](const cpu::MlstmShape& shape, int n) {
     SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
     std::mt19937 before(seed), beside(seed), declined(seed);  // the same inputs for each order
-    const std::vector<float> reference = window_then_mlstm<TypeParam>(shape, n, before, false);
+    const std::vector<float> reference = window_then_mlstm<TypeParam>(shape, n, before, {});
     bool took = false;
-    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, true, false, true, &took), reference);
+    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, {.as_branch = true}, &took), reference);
     EXPECT_EQ(took, epilogue_takes_outputs<TypeParam>(shape))
         << "the attention's epilogue took the mLSTM's outputs, or not";
     if (took) {  // the branch that declines them: the outputs kernel after the attention
       SCOPED_TRACE("the offer declined");
-      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, declined, true, false, false), reference);
+      expect_the_same_bits(
+          window_then_mlstm<TypeParam>(shape, n, declined, {.as_branch = true, .take_mlstm_outputs = false}),
+          reference);
     }
   };
   for (const cpu::MlstmShape& shape : kShapes)
@@ -268,8 +279,9 @@ TYPED_TEST(BifocalPrefillMix, GateBiasesAddedByTheReadersGiveTheSameBits) {
     for (const int n : kLengths) {
       SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
       std::mt19937 added(seed), by_readers(seed);  // the same inputs and biases for both
-      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, by_readers, true, true),
-                           window_then_mlstm<TypeParam>(shape, n, added, true));
+      const BranchOrder by_the_readers{.as_branch = true, .bias_by_readers = true};
+      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, by_readers, by_the_readers),
+                           window_then_mlstm<TypeParam>(shape, n, added, {.as_branch = true}));
     }
   }
 }
