@@ -126,16 +126,17 @@ struct BranchOrder {
   bool bias_by_readers = false;
   // The branch takes the mLSTM's outputs where the call offers them and the attention can.
   bool take_mlstm_outputs = true;
+  int window = 16;  // the attention's window
 };
 
-// out after the window attention (window 16, learned sinks, scaled by 1 − o) and the mLSTM's mix,
+// out after the window attention (order.window, learned sinks, scaled by 1 − o) and the mLSTM's mix,
 // with the window's gather (of the n new tokens, no ring, into poisoned buffers), in `order`;
 // then the state the call leaves (matrix, normalizer, stabilizer). `took` (if given) says whether
 // the attention's epilogue took the mLSTM's outputs.
 template <typename T>
 std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::mt19937& rng, BranchOrder order,
                                      bool* took = nullptr) {
-  const auto [as_branch, bias_by_readers, take_mlstm_outputs] = order;
+  const auto [as_branch, bias_by_readers, take_mlstm_outputs, window_size] = order;
   const testing::MlstmSequence x(shape, n, rng);
   const int S = shape.states, Hq = shape.query_heads, stride = 2 * S + Hq;
   std::vector<float> rows = mixer_gate_rows(x, shape, n, 0, rng);
@@ -166,7 +167,7 @@ std::vector<float> window_then_mlstm(const cpu::MlstmShape& shape, int n, std::m
                                              .keys = keys.data(), .values = values.data(),
                                              .key_positions = key_positions.data(),
                                              .num_keys = n, .query_heads = Hq, .kv_heads = shape.kv_heads,
-                                             .head_dim = shape.head_dim, .window = 16, .sink_tokens = 0,
+                                             .head_dim = shape.head_dim, .window = window_size, .sink_tokens = 0,
                                              .learned_sinks = sinks.data(), .output_gate = gate_rows.data() + 2 * S,
                                              .output_gate_stride = stride,
                                              .output_gate_bias = readers_bias ? readers_bias + 2 * S : nullptr,
@@ -217,15 +218,17 @@ void expect_the_same_bits(const std::vector<float>& got, const std::vector<float
 
 // {Hq, Hkv, S, d}: GQA with states per KV head; d = 256 streams C_c in the bf16 kernel; state=q.
 // d = 64, 128 and 256 take the tensor-core attention for 16-bit T; d = 32 and fp32 the SIMT
-// kernel. d = 128 with bf16: the mLSTM's outputs in the attention's epilogue, its blocks of 4 heads
-// × 16 tokens and of 1 head × 64 tokens.
-const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64}, {4, 2, 2, 256}, {4, 2, 4, 32}, {8, 2, 2, 128}, {2, 2, 2, 128}};
+// kernel. d = 128 and 256 with bf16: the mLSTM's outputs in the attention's epilogue, its blocks
+// of 4 or 2 heads × 16 or 32 tokens and of 1 head × 64 tokens (d = 256: half of the columns each).
+const cpu::MlstmShape kShapes[] = {{8, 2, 2, 64},  {4, 2, 2, 256},  {4, 2, 4, 32},
+                                   {8, 2, 2, 128}, {2, 2, 2, 128}, {4, 4, 4, 256}};
 // Whether the window attention's epilogue takes the mLSTM's outputs in this call: offered and
 // takeable (the conditions recurrent_chunkwise.cuh names; a few chunks, far under any GPU's SM
 // count).
 template <typename T>
 bool epilogue_takes_outputs(const cpu::MlstmShape& shape) {
-  return std::is_same_v<T, __nv_bfloat16> && shape.head_dim == 128 && shape.states == shape.kv_heads;
+  return std::is_same_v<T, __nv_bfloat16> && (shape.head_dim == 128 || shape.head_dim == 256) &&
+         shape.states == shape.kv_heads;
 }
 constexpr int kLengths[] = {7, 150};  // inside one chunk, and ending inside the third
 
@@ -248,23 +251,26 @@ TYPED_TEST(BifocalPrefillMix, OutputsKernelAddsItsShareOntoTheWindowBranch) {
 TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits) {
   const unsigned seed = testing::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  const auto expect_both_orders_alike = [&](const cpu::MlstmShape& shape, int n) {
-    SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n));
+  const auto expect_both_orders_alike = [&](const cpu::MlstmShape& shape, int n, int window = 16) {
+    SCOPED_TRACE(testing::describe(shape) + " n " + std::to_string(n) + " window " + std::to_string(window));
     std::mt19937 before(seed), beside(seed), declined(seed);  // the same inputs for each order
-    const std::vector<float> reference = window_then_mlstm<TypeParam>(shape, n, before, {});
+    const std::vector<float> reference = window_then_mlstm<TypeParam>(shape, n, before, {.window = window});
     bool took = false;
-    expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, beside, {.as_branch = true}, &took), reference);
+    expect_the_same_bits(
+        window_then_mlstm<TypeParam>(shape, n, beside, {.as_branch = true, .window = window}, &took), reference);
     EXPECT_EQ(took, epilogue_takes_outputs<TypeParam>(shape))
         << "the attention's epilogue took the mLSTM's outputs, or not";
     if (took) {  // the branch that declines them: the outputs kernel after the attention
       SCOPED_TRACE("the offer declined");
-      expect_the_same_bits(
-          window_then_mlstm<TypeParam>(shape, n, declined, {.as_branch = true, .take_mlstm_outputs = false}),
-          reference);
+      const BranchOrder declining{.as_branch = true, .take_mlstm_outputs = false, .window = window};
+      expect_the_same_bits(window_then_mlstm<TypeParam>(shape, n, declined, declining), reference);
     }
   };
   for (const cpu::MlstmShape& shape : kShapes)
     for (const int n : kLengths) expect_both_orders_alike(shape, n);  // the gather beside kernel 1
+  // A window of at least a chunk: the epilogue (d = 128) reads the chunk's keys and values from
+  // the block's last key tile (PrefillMlstmOutputs::chunk_in_last_tile).
+  for (const cpu::MlstmShape& shape : {kShapes[3], kShapes[4]}) expect_both_orders_alike(shape, 150, 96);
   // 4 states × 35 chunks of 64 tokens, more blocks than any GPU of ours has SMs: the gather
   // goes before kernel 1 (mlstm_prefill's window_gather).
   expect_both_orders_alike(kShapes[2], 35 * 64 - 40);

@@ -194,8 +194,9 @@ void attention_prefill(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t
     fail("attention", "output gate stride " + std::to_string(a.output_gate_stride) + " is less than the " +
                           std::to_string(a.query_heads) + " query heads");
   if (mlstm_outputs.states != nullptr && !attention_prefill_takes_mlstm_outputs<T, OutT>(a))
-    fail("attention", std::string("the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128, ") +
-                          "not " + storage_name<T>() + " keys and " + storage_name<OutT>() + " output with head_dim " +
+    fail("attention", std::string("the mLSTM outputs in the epilogue take bf16 keys and output with head_dim 128 or ") +
+                          "256, not " + storage_name<T>() + " keys and " + storage_name<OutT>() +
+                          " output with head_dim " +
                           std::to_string(a.head_dim));
   if (a.n <= 0) return;
   if constexpr (sizeof(T) == 2) {

@@ -21,8 +21,9 @@ namespace bifocal::cuda {
 // (mlstm_prefill_bf16.cu), h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) · o/den_τ, from the
 // same bf16 operands in the same order, added in L2 onto the block's (1 − o)·window rows once it
 // has stored them: the same bits as that kernel's additions, without its launch or its tail
-// after the attention. For d = 128, bf16 keys and output, one mLSTM state per KV head (a block's
-// rows share one C_c) and chunks of kMlstmChunk tokens (a block's tokens lie in one chunk).
+// after the attention. For d = 128 or 256 (a block's half of the columns, as that kernel splits
+// them), bf16 keys and output, one mLSTM state per KV head (a block's rows share one C_c) and
+// chunks of kMlstmChunk tokens (a block's tokens lie in one chunk).
 // Read from the mLSTM's workspace; `states` null: no mLSTM outputs in the epilogue.
 inline constexpr int kMlstmChunk = 64;
 struct PrefillMlstmOutputs {
@@ -35,6 +36,12 @@ struct PrefillMlstmOutputs {
   const unsigned* denominators_done = nullptr;
   unsigned denominator_blocks = 0;
   int chunks = 0;
+  // Set by the attention's launcher (d = 128): the block's last key tile is its chunk's keys and
+  // values, so the epilogue reads them there instead of copying them again — where the cached
+  // window's rows are a whole number of tiles and every key of a chunk up to a row is in that
+  // row's window (the values of keys no row of the block sees are zeroed in the tile, but those
+  // carry W = 0).
+  bool chunk_in_last_tile = false;
 };
 
 // All pointers are device pointers. Query head h reads KV head h / (query_heads / kv_heads).
@@ -88,7 +95,8 @@ bool prefill_uses_tensor_cores(const PrefillAttentionArgs<T>& args) {
 // one it cannot take by name).
 template <typename T, typename OutT>
 bool attention_prefill_takes_mlstm_outputs(const PrefillAttentionArgs<T>& args) {
-  return std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16> && args.head_dim == 128;
+  return std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16> &&
+         (args.head_dim == 128 || args.head_dim == 256);
 }
 
 // The tensor-core kernel alone (attention_prefill dispatches to it); prefill_uses_tensor_cores

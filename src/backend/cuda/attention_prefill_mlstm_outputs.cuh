@@ -20,15 +20,131 @@ __device__ __forceinline__ void wait_for_mlstm_denominators(const PrefillMlstmOu
   device::wait_for_count(m.denominators_done, m.denominator_blocks);
 }
 
-// C_c (d × d bf16, row-major in k) into the tile buffer pair `buffer`: rows 0 … 63 in its key
-// tile, rows 64 … 127 in its value tile, both laid out (and read) as value tiles. Issued as the
+// C_c (d × d bf16, row-major in k) into tile buffer pair `buffer`, laid out (and read) as value
+// tiles of 64 rows: d = 128, rows 0 … 63 in its key tile and 64 … 127 in its value tile; d = 256
+// (the block's DV = 128 columns from first_value_column), rows 0 … 127 in its key tile, whose
+// 64 × 256 elements hold two such tiles (the rest follow in add_mlstm_outputs_half). Issued as the
 // block's last tile is computed, into the buffer no tile needs any more.
 template <typename T, int D, int DV>
 __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs& m, SharedStorage<T, D, DV>& shared,
-                                                       int buffer, int chunk_index) {
-  const T* state = reinterpret_cast<const T*>(m.states) + std::size_t(chunk_index) * D * D;
-  copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
-  copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
+                                                       int buffer, int chunk_index, int first_value_column) {
+  const T* state = reinterpret_cast<const T*>(m.states) + std::size_t(chunk_index) * D * D + first_value_column;
+  if constexpr (D == DV) {
+    copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
+    copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
+  } else {
+    copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
+    copy_tile_rows<DV, 1, T>({shared.keys[buffer] + kTileKeys * DV}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
+  }
+}
+
+// A lane's two rows (fragment rows lane / 4 and + 8 of its warp): token, query head, τ in the
+// chunk and head in its group; the warp's key steps of 16 up to its last token (its rows are
+// token-major, and keys past it carry W = 0: the outputs kernel's steps for these rows); the
+// (state, chunk) index (state head = KV head).
+struct EpilogueRows {
+  int token[2], head[2], tau[2], local_head[2];
+  int key_steps;
+  std::size_t chunk_index;
+};
+__device__ __forceinline__ EpilogueRows epilogue_rows(const PrefillMlstmOutputs& m, int group, int first_token,
+                                                      int first_head, int heads, int kv) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, chunk = first_token / kMlstmChunk;
+  EpilogueRows r;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = warp * kWarpRows + lane / 4 + 8 * i;
+    r.token[i] = first_token + row / heads, r.head[i] = first_head + row % heads;
+    r.tau[i] = r.token[i] - chunk * kMlstmChunk, r.local_head[i] = r.head[i] % group;
+  }
+  r.key_steps = (first_token + (warp * kWarpRows + kWarpRows - 1) / heads - chunk * kMlstmChunk) / 16 + 1;
+  r.chunk_index = std::size_t(kv) * m.chunks + chunk;
+  return r;
+}
+
+// S = q̂·Kᵀ over the chunk's keys, up to the warp's last key step; `keys`: a lane's ldmatrix
+// addresses in the key tile (lane_addresses' form).
+template <typename T, int D>
+__device__ __forceinline__ void chunk_scores(float (&s)[kTileKeys / 8][4], const std::uint32_t (&q)[D / 16][4],
+                                             int key_steps, const std::uint32_t (&keys)[4]) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kTileKeys / 16; ++np) {
+      if (np >= key_steps) continue;
+      std::uint32_t b[4];
+      load_matrices(b, keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(T));
+      mma_m16n8k16<T>(s[2 * np], q[ks], b[0], b[1]);
+      mma_m16n8k16<T>(s[2 * np + 1], q[ks], b[2], b[3]);
+    }
+  }
+}
+
+// Kernel 3's e and W (after wait_for_mlstm_denominators): h·e_τ/√d, and S' = bf16(S/√d·W_τj) as
+// the A fragments of S'·V.
+template <typename T, int D, int DV>
+__device__ __forceinline__ void weigh_by_the_gates(const PrefillMlstmOutputs& m, const EpilogueRows& r,
+                                                   float (&h)[DV / 8][4], float (&s)[kTileKeys / 8][4],
+                                                   std::uint32_t (&p)[kTileKeys / 16][4]) {
+  constexpr int L = kMlstmChunk;
+  const int quad = threadIdx.x % 4;
+  const float query_scale = 1.0f / sqrtf(float(D));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float entering = __ldcg(m.entering + r.chunk_index * L + r.tau[i]) * query_scale;
+#pragma unroll
+    for (int nt = 0; nt < DV / 8; ++nt) h[nt][2 * i] *= entering, h[nt][2 * i + 1] *= entering;
+    const float* weights = m.weights + (r.chunk_index * L + r.tau[i]) * L + 2 * quad;
+#pragma unroll
+    for (int nt = 0; nt < kTileKeys / 8; ++nt) {
+      if (nt / 2 >= r.key_steps) continue;
+      const float2 w = __ldcg(reinterpret_cast<const float2*>(weights + 8 * nt));
+      s[nt][2 * i] = s[nt][2 * i] * query_scale * w.x;
+      s[nt][2 * i + 1] = s[nt][2 * i + 1] * query_scale * w.y;
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    p[kk][0] = pack_pair<T>(s[2 * kk][0], s[2 * kk][1]), p[kk][1] = pack_pair<T>(s[2 * kk][2], s[2 * kk][3]);
+    p[kk][2] = pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    p[kk][3] = pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+
+// h += S'·V over the warp's key steps; `values`: a lane's ldmatrix.trans addresses in the value tile.
+template <typename T, int DV>
+__device__ __forceinline__ void add_weighted_values(float (&h)[DV / 8][4], const std::uint32_t (&p)[kTileKeys / 16][4],
+                                                    int key_steps, const std::uint32_t (&values)[4]) {
+#pragma unroll
+  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
+    if (kk >= key_steps) continue;
+#pragma unroll
+    for (int dp = 0; dp < DV / 16; ++dp) {
+      std::uint32_t b[4];
+      load_matrices_transposed(b, values[dp % 4] + (16 * kk * DV + 64 * (dp / 4)) * sizeof(T));
+      mma_m16n8k16<T>(h[2 * dp], p[kk], b[0], b[1]);
+      mma_m16n8k16<T>(h[2 * dp + 1], p[kk], b[2], b[3]);
+    }
+  }
+}
+
+// out += bf16(h · o/den), in L2 onto the window's share (this thread's own stores before), the
+// block's DV columns from first_value_column.
+template <typename T, int D, int DV>
+__device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
+                                                   const EpilogueRows& r, const float (&h)[DV / 8][4],
+                                                   int first_value_column, T* out) {
+  constexpr int L = kMlstmChunk;
+  const int quad = threadIdx.x % 4, group = a.query_heads / a.kv_heads;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (r.token[i] >= a.n) continue;
+    const float inverse = __ldcg(m.inverse_denominators + (r.chunk_index * group + r.local_head[i]) * L + r.tau[i]);
+    T* out_row = out + (std::size_t(r.token[i]) * a.query_heads + r.head[i]) * D + first_value_column + 2 * quad;
+#pragma unroll
+    for (int nt = 0; nt < DV / 8; ++nt)
+      device::add2(out_row + 8 * nt, h[nt][2 * i] * inverse, h[nt][2 * i + 1] * inverse);
+  }
 }
 
 // The block's mLSTM outputs o·h, added in L2 onto the (1 − o)·window rows the plain epilogue has
@@ -38,38 +154,26 @@ __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs
 // keys, h += S'·V up to the warp's last key step (the outputs kernel's steps for these rows), then
 // o·h/den = h · inverse denominator. C_c is in buffer `state_buffer` (copy_mlstm_state_async, not
 // yet waited for); the chunk's keys and values go to the other buffer, which the barrier before
-// this call has freed.
+// this call has freed — or, with chunk_in_place (PrefillMlstmOutputs::chunk_in_last_tile and a
+// tile computed), already hold them as the block's last tile.
 template <typename T, int D, int DV>
 __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
-                                  SharedStorage<T, D, DV>& shared,
-                                  const RowState<D, DV>& rows, int state_buffer, int first_token, int first_head,
-                                  int heads, int kv, T* out) {
+                                  SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows, int state_buffer,
+                                  bool chunk_in_place, int first_token, int first_head, int heads, int kv, T* out) {
   static_assert(D == 128 && DV == 128 && D == 2 * kTileKeys && kMlstmChunk == kTileKeys);
-  constexpr int L = kMlstmChunk;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4;
-  const int chunk = first_token / L, group = a.query_heads / a.kv_heads;
-  const std::size_t chunk_index = std::size_t(kv) * m.chunks + chunk;  // state head = KV head
+  const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
 
   // 1. The chunk's keys and values: the gathered copy holds the cached window's num_keys − n rows,
   //    then the n new tokens' (rows past n: zeros).
   const int chunk_buffer = state_buffer ^ 1;
-  copy_tile_rows<D, 2, T>({shared.keys[chunk_buffer], shared.values[chunk_buffer]}, {a.keys, a.values},
-                          a.num_keys - a.n + std::int64_t(chunk) * L, a.num_keys, std::size_t(a.kv_heads) * D,
-                          std::size_t(kv) * D);
-  commit_async_copies();
+  if (!chunk_in_place) {
+    copy_tile_rows<D, 2, T>({shared.keys[chunk_buffer], shared.values[chunk_buffer]}, {a.keys, a.values},
+                            a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk, a.num_keys,
+                            std::size_t(a.kv_heads) * D, std::size_t(kv) * D);
+    commit_async_copies();
+  }
   wait_async_copies<0>();
   __syncthreads();
-
-  // This lane's two rows: τ in the chunk, the head in its group. A warp's rows are token-major, so
-  // its last row holds its last token; keys past it carry W = 0.
-  int tau[2], local_head[2], token[2], head[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = warp * kWarpRows + lane / 4 + 8 * r;
-    token[r] = first_token + row / heads, head[r] = first_head + row % heads;
-    tau[r] = token[r] - chunk * L, local_head[r] = head[r] % group;
-  }
-  const int key_steps = (first_token + (warp * kWarpRows + kWarpRows - 1) / heads - chunk * L) / 16 + 1;
   const LaneAddresses state = lane_addresses(shared, state_buffer), chunk_rows = lane_addresses(shared, chunk_buffer);
   // C_c's rows 0 … 63 are the state buffer's key tile, read in the value layout.
   std::uint32_t state_top[4];
@@ -78,7 +182,7 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 #pragma unroll
   for (int x = 0; x < 4; ++x) state_top[x] = state.values[x] + key_tile_offset;
 
-  // 2. h = q̂·C_c and S = q̂·Kᵀ over the chunk's keys (up to the warp's last key step).
+  // 2. h = q̂·C_c and S = q̂·Kᵀ over the chunk's keys.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
@@ -91,66 +195,93 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
       mma_m16n8k16<T>(h[2 * dp + 1], rows.q[ks], b[2], b[3]);
     }
   }
+  chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
+
+  // 3. Kernel 3's W, e and inverse denominators: h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum.
+  wait_for_mlstm_denominators(m);
+  std::uint32_t p[kTileKeys / 16][4];
+  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
+  add_weighted_values<T, DV>(h, p, r.key_steps, chunk_rows.values);
+  add_to_window_rows<T, D, DV>(a, m, r, h, 0, out);
+}
+
+// add_mlstm_outputs for d = 256, where a block holds half of O (DV = 128 columns from
+// first_value_column; the bf16 outputs kernel splits its blocks the same way): h over those
+// columns, S over all of d. Its operands take more room than the buffers hold at once: C_c's half
+// (256 × 128, 64 KiB) fills both key buffers (rows 0 … 127 copied with the last tile into
+// `state_buffer`'s, copy_mlstm_state_async; rows 128 … 255 into the last tile's after it), the
+// chunk's keys (64 × 256) the two value buffers, read as one key tile; its values' half goes
+// into `state_buffer`'s key buffer once h and S are made. The same products in the same order as
+// add_mlstm_outputs.
+template <typename T, int D, int DV>
+__device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
+                                       SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows,
+                                       int state_buffer, int first_token, int first_head, int heads, int kv,
+                                       int first_value_column, T* out) {
+  static_assert(D == 256 && DV == 128 && kMlstmChunk == kTileKeys);
+  constexpr int kStateTileRows = kTileKeys, kStateTiles = D / kStateTileRows;  // C_c's rows in value tiles
+  const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
+  const int last_buffer = state_buffer ^ 1;
+  const std::int64_t chunk_key = a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk;
+  const std::size_t key_row_stride = std::size_t(a.kv_heads) * D;
+  T* const chunk_keys = &shared.values[0][0];  // 64 rows of D: the two value buffers, one key tile
+
+  // 1. C_c's rows 128 … 255 and the chunk's keys.
+  const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
+  copy_tile_rows<DV, 1, T>({shared.keys[last_buffer]}, {state + 2 * kStateTileRows * D}, 0, kTileKeys, D, 0);
+  copy_tile_rows<DV, 1, T>({shared.keys[last_buffer] + kStateTileRows * DV}, {state + 3 * kStateTileRows * D}, 0,
+                           kTileKeys, D, 0);
+  copy_tile_rows<D, 1, T>({chunk_keys}, {a.keys}, chunk_key, a.num_keys, key_row_stride, std::size_t(kv) * D);
+  commit_async_copies();
+  wait_async_copies<0>();
+  __syncthreads();
+
+  // A lane's ldmatrix addresses: in the chunk's keys (lane_addresses' key form), and its offsets
+  // in a value tile; the value tiles' bases: C_c's four, then (later) the chunk's values in the first.
+  const LaneAddresses lane_at = lane_addresses(shared, 0);
+  std::uint32_t value_offset[4], key_address[4], value_address[4];
+  std::uint32_t state_tiles[kStateTiles];
+  state_tiles[0] = shared_address(shared.keys[state_buffer]);
+  state_tiles[1] = shared_address(shared.keys[state_buffer] + kStateTileRows * DV);
+  state_tiles[2] = shared_address(shared.keys[last_buffer]);
+  state_tiles[3] = shared_address(shared.keys[last_buffer] + kStateTileRows * DV);
+#pragma unroll
+  for (int x = 0; x < 4; ++x) {
+    value_offset[x] = lane_at.values[x] - shared_address(shared.values[0]);
+    key_address[x] = lane_at.keys[x] - shared_address(shared.keys[0]) + shared_address(chunk_keys);
+    value_address[x] = state_tiles[0] + value_offset[x];
+  }
+
+  // 2. h = q̂·C_c (the block's columns) and S = q̂·Kᵀ over the chunk's keys.
+  float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
 #pragma unroll
-    for (int np = 0; np < kTileKeys / 16; ++np) {
-      if (np >= key_steps) continue;
-      std::uint32_t b[4];
-      load_matrices(b, chunk_rows.keys[ks % 4] + (16 * np * D + 64 * (ks / 4)) * sizeof(T));
-      mma_m16n8k16<T>(s[2 * np], rows.q[ks], b[0], b[1]);
-      mma_m16n8k16<T>(s[2 * np + 1], rows.q[ks], b[2], b[3]);
-    }
-  }
-
-  // 3. The denominators kernel's W, e and inverse denominators: h·e_τ/√d, S' = bf16(S/√d·W_τj).
-  wait_for_mlstm_denominators(m);
-  const float query_scale = 1.0f / sqrtf(float(D));
-  std::uint32_t p[kTileKeys / 16][4];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float entering = __ldcg(m.entering + chunk_index * L + tau[r]) * query_scale;
-#pragma unroll
-    for (int nt = 0; nt < DV / 8; ++nt) h[nt][2 * r] *= entering, h[nt][2 * r + 1] *= entering;
-    const float* weights = m.weights + (chunk_index * L + tau[r]) * L + 2 * quad;
-#pragma unroll
-    for (int nt = 0; nt < kTileKeys / 8; ++nt) {
-      if (nt / 2 >= key_steps) continue;
-      const float2 w = __ldcg(reinterpret_cast<const float2*>(weights + 8 * nt));
-      s[nt][2 * r] = s[nt][2 * r] * query_scale * w.x;
-      s[nt][2 * r + 1] = s[nt][2 * r + 1] * query_scale * w.y;
-    }
-  }
-#pragma unroll
-  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-    p[kk][0] = pack_pair<T>(s[2 * kk][0], s[2 * kk][1]), p[kk][1] = pack_pair<T>(s[2 * kk][2], s[2 * kk][3]);
-    p[kk][2] = pack_pair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    p[kk][3] = pack_pair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-  }
-
-  // 4. h += S'·V over the chunk's values.
-#pragma unroll
-  for (int kk = 0; kk < kTileKeys / 16; ++kk) {
-    if (kk >= key_steps) continue;
-#pragma unroll
     for (int dp = 0; dp < DV / 16; ++dp) {
       std::uint32_t b[4];
-      load_matrices_transposed(b, chunk_rows.values[dp % 4] + (16 * kk * DV + 64 * (dp / 4)) * sizeof(T));
-      mma_m16n8k16<T>(h[2 * dp], p[kk], b[0], b[1]);
-      mma_m16n8k16<T>(h[2 * dp + 1], p[kk], b[2], b[3]);
+      load_matrices_transposed(b, state_tiles[ks / 4] + value_offset[dp % 4] +
+                                      (16 * (ks % 4) * DV + 64 * (dp / 4)) * sizeof(T));
+      mma_m16n8k16<T>(h[2 * dp], rows.q[ks], b[0], b[1]);
+      mma_m16n8k16<T>(h[2 * dp + 1], rows.q[ks], b[2], b[3]);
     }
   }
+  chunk_scores<T, D>(s, rows.q, r.key_steps, key_address);
 
-  // 5. out += bf16(h · o/den), in L2 onto the window's share (this thread's own stores before).
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (token[r] >= a.n) continue;
-    const float inverse = __ldcg(m.inverse_denominators + (chunk_index * group + local_head[r]) * L + tau[r]);
-    T* out_row = out + (std::size_t(token[r]) * a.query_heads + head[r]) * D + 2 * quad;
-#pragma unroll
-    for (int nt = 0; nt < DV / 8; ++nt)
-      device::add2(out_row + 8 * nt, h[nt][2 * r] * inverse, h[nt][2 * r + 1] * inverse);
-  }
+  // 3. The chunk's values (the block's columns) where C_c's first rows were, while the
+  //    denominators kernel's count is awaited.
+  __syncthreads();
+  copy_tile_rows<DV, 1, T>({shared.keys[state_buffer]}, {a.values}, chunk_key, a.num_keys, key_row_stride,
+                           std::size_t(kv) * D + first_value_column);
+  commit_async_copies();
+  wait_for_mlstm_denominators(m);
+  wait_async_copies<0>();
+  __syncthreads();
+
+  // 4. add_mlstm_outputs' last steps.
+  std::uint32_t p[kTileKeys / 16][4];
+  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
+  add_weighted_values<T, DV>(h, p, r.key_steps, value_address);
+  add_to_window_rows<T, D, DV>(a, m, r, h, first_value_column, out);
 }
 
 }  // namespace bifocal::cuda::prefill_tiles

@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     if constexpr (kMlstm) {  // the last tile: C_c into the buffer no tile needs any more
       if (next >= num_tiles) {
         state_buffer = buffer ^ 1;
-        copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk);
+        copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk,
+                               first_value_column);
       }
     }
     commit_async_copies();
@@ -192,12 +193,19 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   }
   // 6. Bifocal: the mLSTM's outputs added onto those rows (PrefillMlstmOutputs).
   if constexpr (kMlstm) {
-    if (state_buffer < 0) {  // no tile: C_c not on its way yet
+    const bool tile_computed = state_buffer >= 0;
+    if (!tile_computed) {  // no tile: C_c not on its way yet
       state_buffer = 0;
-      copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk);
+      copy_mlstm_state_async(mlstm, shared, state_buffer, kv * mlstm.chunks + first_token / kMlstmChunk,
+                             first_value_column);
     }
     __syncthreads();  // every warp is past its last tile: its buffer takes the chunk's keys and values
-    add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv, out);
+    if constexpr (D == DV)
+      add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, mlstm.chunk_in_last_tile && tile_computed,
+                                  first_token, first_head, heads, kv, out);
+    else
+      add_mlstm_outputs_half<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv,
+                                       first_value_column, out);
   }
   if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete
 }
@@ -234,11 +242,20 @@ void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, 
     launch<T, OutT, 64, 64>(a, out, stream, {});
   else if (a.head_dim == 128) {
     if constexpr (std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16>)
-      if (mlstm_outputs.states != nullptr) return launch<T, OutT, 128, 128, true>(a, out, stream, mlstm_outputs);
+      if (mlstm_outputs.states != nullptr) {
+        // The cached rows a whole number of tiles, and a chunk within every row's window: each block's
+        // last key tile is then its chunk (PrefillMlstmOutputs::chunk_in_last_tile), not copied again.
+        PrefillMlstmOutputs mlstm = mlstm_outputs;
+        mlstm.chunk_in_last_tile = (a.num_keys - a.n) % kTileKeys == 0 &&
+                                   (a.window == 0 || a.window - a.sink_tokens >= kMlstmChunk);
+        return launch<T, OutT, 128, 128, true>(a, out, stream, mlstm);
+      }
     launch<T, OutT, 128, 128>(a, out, stream, {});
-  }
-  else
+  } else {
+    if constexpr (std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16>)
+      if (mlstm_outputs.states != nullptr) return launch<T, OutT, 256, 128, true>(a, out, stream, mlstm_outputs);
     launch<T, OutT, 256, 128>(a, out, stream, {});
+  }
 }
 
 template void attention_prefill_tensor_core(const PrefillAttentionArgs<__nv_bfloat16>&, float*, cudaStream_t,

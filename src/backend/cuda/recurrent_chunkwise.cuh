@@ -94,7 +94,8 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
 // does not offer them) and returns whether it took them; if it did, no outputs kernel follows.
 // Offered with bf16 products, a state per KV head, chunks of kMlstmChunk and the (state, chunk)
 // blocks at most one an SM; taken where the attention can (attention_prefill_takes_mlstm_outputs:
-// bf16 output, d = 128), so at 1K tokens of Qwen3-4B. There the outputs kernel's blocks, ~105 KB of
+// bf16 output, d = 128 or 256), so at 1K tokens of Qwen3-4B and up to 2K of the Qwen3.5-like
+// shape. There the outputs kernel's blocks, ~105 KB of
 // shared memory each, start only as the attention's last blocks do, and their tail after it was
 // ~17 µs of the layer (docs/notes/cuda-stop65-2026-12-06.md).
 // window_gather (Bifocal, optional): launches the window's gather on `stream`, called once, with
