@@ -35,8 +35,9 @@ for item in $contents; do
   fi
 done
 echo "$build" > "$stage/build_dir"
+pwd > "$stage/source_dir"  # the tests find their golden files under it (run_on_device.sh links it)
 mkdir -p "$(dirname "$bundle")"
-tar -C "$stage" -cJf "$bundle" bin build_dir
+tar -C "$stage" -cJf "$bundle" bin build_dir source_dir
 libs="$(dirname "$bundle")/libs.tar.xz"
 if [ ! -e "$libs" ]; then
   mkdir -p "$stage/lib"

@@ -14,7 +14,12 @@ rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$bundle"
 [ -d "$stage/lib" ] || tar -C "$stage" -xJf "$(dirname "$bundle")/libs.tar.xz"
 build=$(cat "$stage/build_dir")
 mkdir -p "$(dirname "$build")" /work
-[ -e /work/main ] || ln -s "$root" /work/main   # BIFOCAL_GOLDEN_DIR was compiled as /work/main/tests/golden
+# The tests' BIFOCAL_GOLDEN_DIR was compiled as SOURCE/tests/golden: SOURCE is the tree the bundle
+# was built from (its source_dir file; /work/main before bundles recorded it), linked to this copy.
+source=/work/main
+[ -e "$stage/source_dir" ] && source=$(cat "$stage/source_dir")
+mkdir -p "$(dirname "$source")"
+[ -e "$source" ] || ln -s "$root" "$source"
 mkdir -p "$build" && cp "$stage"/bin/* "$build/"
 export LD_LIBRARY_PATH="$stage/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export BUILD="$build"
