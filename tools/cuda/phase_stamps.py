@@ -8,9 +8,13 @@ took over the blocks and when the blocks got there. Kernels (--kernel, window by
   denominators  the mLSTM prefill's kernel 3 (-DBIFOCAL_MLSTM_DENOMINATOR_PHASES=1, mlstm_prefill_denominators.cu)
       $BUILD/bifocal bench --shape qwen3-4b --mixer bifocal:window=448,state=kv --context 1k --gen 8 \\
           --repeat 3 --out /tmp/run 2>&1 | python3 tools/cuda/phase_stamps.py --kernel denominators
+  attention     the tensor-core prefill attention with Bifocal's mLSTM outputs in its epilogue
+                (-DBIFOCAL_PREFILL_ATTENTION_PHASES=1, attention_prefill_phase_stamps.cuh); the same
+                command with --kernel attention. Its clock's 0 is the first block's start; built with
+                the denominators' flag too, the log's denominators stamps (the same layer) are placed on it.
 
 A phase's row: its length in each block (median, max over the blocks) and, on the launch's clock
-(0 = the first block's return from its wait for the previous kernel), when the first and the last
+(0 = the first block's return from its wait for the previous kernel; attention: its first start), when the first and the last
 block finished it. The last row's "last block" is the launch's end as its successor sees it. Last, the
 blocks that returned from the wait late — they reached it late — and how long they took from their
 start to the wait's return; and, from the SM cycles each block counted between its first and last
@@ -20,7 +24,7 @@ import statistics
 import sys
 
 # Per kernel: the line's tag, the eight points' names (the first is the block's start), the build
-# flag, and where the recorded launch is chosen.
+# flag, and where the recorded launch is chosen. ORIGIN: the point whose first time is the clock's 0.
 KERNELS = {
     "window": ("window-phases ",
                ["start", "wait returned", "q normed and rotated", "first rows landed", "rounds done",
@@ -31,7 +35,13 @@ KERNELS = {
                       "weights W and e", "products N and q̂·N", "inverse denominators", "counted done"],
                      "-DBIFOCAL_MLSTM_DENOMINATOR_PHASES=1",
                      "mlstm_prefill_denominators.cu's kRecordedDenominatorLaunch"),
+    "attention": ("attention-phases ",
+                  ["start", "tiles classified", "key tiles done", "window rows stored", "C_c and the chunk landed",
+                   "h and S made", "denominators awaited", "outputs added"],
+                  "-DBIFOCAL_PREFILL_ATTENTION_PHASES=1",
+                  "attention_prefill_phase_stamps.cuh's kRecordedAttentionLaunch"),
 }
+ORIGIN = {"window": 1, "denominators": 1, "attention": 0}  # attention: it may wait only at its end
 TIMER_TICK_NS = 256  # %globaltimer's step on the H200 (docs/notes/cuda-stop26-2026-12-03.md)
 
 
@@ -59,8 +69,10 @@ def read_stamps(lines, kernel="window"):
 
 def summarise(blocks, kernel="window"):
     phases = KERNELS[kernel][1]
-    origin = min(stamps[1] for stamps in blocks.values())  # the first return from the wait
-    lines = [f"{len(blocks)} blocks; µs, 0 = the first block's return from its wait for the previous kernel", "",
+    origin = min(stamps[ORIGIN[kernel]] for stamps in blocks.values())
+    zero = "the first block's start" if ORIGIN[kernel] == 0 else "the first block's return from its wait for the " \
+                                                                 "previous kernel"
+    lines = [f"{len(blocks)} blocks; µs, 0 = {zero}", "",
              "| phase (ends at) | lasts: median | max | first block done at | last block done at |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for phase in range(1, len(phases)):
@@ -74,7 +86,7 @@ def summarise(blocks, kernel="window"):
     # The wait returns when the previous kernel has completed: at once in every block that reached
     # it. A block returning later reached it late, and holds its cluster's barriers as long (stop 31:
     # the blocks that start only as q+k+v's blocks leave their multiprocessors).
-    late = [s for s in blocks.values() if s[1] - origin > TIMER_TICK_NS]
+    late = [s for s in blocks.values() if s[1] - origin > TIMER_TICK_NS] if ORIGIN[kernel] == 1 else []
     if late:
         returned = max(s[1] - origin for s in late) / 1e3
         first_start, last_start = (f(s[0] - origin for s in late) / 1e3 for f in (min, max))
@@ -92,6 +104,26 @@ def summarise(blocks, kernel="window"):
     return "\n".join(lines) + "\n"
 
 
+def denominators_beside(attention_blocks, log_lines):
+    """The denominators kernel's stamps of the same layer (a build with both flags records the same
+    launch of each) on the attention's clock: whether its epilogues wait for them. Empty without them."""
+    try:
+        denominators = read_stamps(log_lines, "denominators")
+    except ValueError:
+        return ""
+    origin = min(stamps[0] for stamps in attention_blocks.values())
+    counted = [(s[7] - origin) / 1e3 for s in denominators.values()]
+    started = [(s[0] - origin) / 1e3 for s in denominators.values()]
+    awaited = [(s[6] - origin) / 1e3 for s in attention_blocks.values()]
+    waited = [(s[6] - s[5]) / 1e3 for s in attention_blocks.values()]
+    held = sum(1 for wait in waited if wait * 1e3 > TIMER_TICK_NS)
+    return (f"\nThe denominators kernel beside it ({len(denominators)} blocks, the same layer, this clock): started "
+            f"{min(started):.2f} to {max(started):.2f} µs, counted done {min(counted):.2f} to {max(counted):.2f} "
+            f"(median {statistics.median(counted):.2f}). The attention's blocks passed their wait for them from "
+            f"{min(awaited):.2f} to {max(awaited):.2f} µs, waiting {statistics.median(waited):.2f} µs (median; max "
+            f"{max(waited):.2f}); {held} of {len(attention_blocks)} waited more than a timer tick.\n")
+
+
 def main():
     args = sys.argv[1:]
     kernel = "window"
@@ -104,10 +136,13 @@ def main():
     try:
         if args:
             with open(args[0], encoding="utf-8", errors="replace") as source:
-                blocks = read_stamps(source, kernel)
+                log_lines = source.readlines()
         else:
-            blocks = read_stamps(sys.stdin, kernel)
+            log_lines = sys.stdin.readlines()
+        blocks = read_stamps(log_lines, kernel)
         print(summarise(blocks, kernel), end="")
+        if kernel == "attention":
+            print(denominators_beside(blocks, log_lines), end="")
     except (OSError, ValueError) as error:  # named by its source, as kernel_timeline.py names its CSV
         sys.exit(f"phase_stamps.py: {name}: {error}")
 

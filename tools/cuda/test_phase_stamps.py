@@ -95,5 +95,44 @@ class DenominatorPhasesTest(unittest.TestCase):
         self.assertIn("usage", wrong.stderr)
 
 
+class AttentionPhasesTest(unittest.TestCase):
+    """--kernel attention: the prefill attention's epilogue, its clock from the first block's start, and the
+    denominators' stamps of the same log placed on that clock."""
+
+    @staticmethod
+    def line(block, stamps):
+        return "attention-phases " + " ".join(str(x) for x in [block] + stamps) + "\n"
+
+    # block 0 starts at 1,000 ns, block 1 at 3,000; the wait for the denominators (h and S made → awaited)
+    # takes block 0 4 µs and block 1 none
+    BLOCKS = [line.__func__(0, [1000, 2000, 10000, 11000, 12000, 13000, 17000, 18000]),
+              line.__func__(1, [3000, 4000, 12000, 13000, 14000, 15000, 15000, 16000])]
+
+    def test_the_clock_starts_at_the_first_block_and_no_block_is_late(self):
+        report = phase_stamps.summarise(phase_stamps.read_stamps(self.BLOCKS, "attention"), "attention")
+        self.assertIn("µs, 0 = the first block's start", report)
+        self.assertIn("| key tiles done | 8.00 | 8.00 | 9.00 | 11.00 |", report)
+        self.assertIn("| denominators awaited | 2.00 | 4.00 | 14.00 | 16.00 |", report)
+        self.assertIn("Blocks started from 0.00 to 2.00 µs", report)
+        self.assertNotIn("returned from the wait", report)
+
+    def test_the_denominators_of_the_same_log_on_its_clock(self):
+        # counted done at 13,000 and 12,000 ns: 12 and 11 µs on the attention's clock
+        denominators = ["denominator-phases 0 0 500 1000 2000 3000 4000 5000 13000 9000\n",
+                        "denominator-phases 1 0 500 1000 2000 3000 4000 5000 12000 9000\n"]
+        lines = self.BLOCKS + denominators
+        blocks = phase_stamps.read_stamps(lines, "attention")
+        beside = phase_stamps.denominators_beside(blocks, lines)
+        self.assertIn("2 blocks, the same layer, this clock): started -1.00 to -1.00 µs, counted done 11.00 to 12.00",
+                      beside)
+        self.assertIn("passed their wait for them from 14.00 to 16.00 µs, waiting 2.00 µs (median; max 4.00); "
+                      "1 of 2 waited more than a timer tick.", beside)
+        self.assertEqual(phase_stamps.denominators_beside(blocks, self.BLOCKS), "")  # none in the log
+
+    def test_no_stamps_names_its_own_build_flag(self):
+        with self.assertRaisesRegex(ValueError, "BIFOCAL_PREFILL_ATTENTION_PHASES"):
+            phase_stamps.read_stamps(["denominator-phases 0 0 1 2 3 4 5 6 7\n"], "attention")
+
+
 if __name__ == "__main__":
     unittest.main()

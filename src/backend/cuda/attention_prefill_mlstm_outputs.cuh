@@ -9,6 +9,7 @@
 #error "attention_prefill_mlstm_outputs.cuh holds device code: include it from .cu files only"
 #endif
 
+#include "backend/cuda/attention_prefill_phase_stamps.cuh"
 #include "backend/cuda/attention_prefill_tiles.cuh"
 #include "backend/cuda/dependent_launch.h"
 
@@ -156,10 +157,11 @@ __device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>
 // yet waited for); the chunk's keys and values go to the other buffer, which the barrier before
 // this call has freed — or, with chunk_in_place (PrefillMlstmOutputs::chunk_in_last_tile and a
 // tile computed), already hold them as the block's last tile.
-template <typename T, int D, int DV>
+template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                   SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows, int state_buffer,
-                                  bool chunk_in_place, int first_token, int first_head, int heads, int kv, T* out) {
+                                  bool chunk_in_place, int first_token, int first_head, int heads, int kv, T* out,
+                                  Stamps& phases) {
   static_assert(D == 128 && DV == 128 && D == 2 * kTileKeys && kMlstmChunk == kTileKeys);
   const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
 
@@ -174,6 +176,7 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
   }
   wait_async_copies<0>();
   __syncthreads();
+  phases.mark(kAttentionChunkLanded);
   const LaneAddresses state = lane_addresses(shared, state_buffer), chunk_rows = lane_addresses(shared, chunk_buffer);
   // C_c's rows 0 … 63 are the state buffer's key tile, read in the value layout.
   std::uint32_t state_top[4];
@@ -196,9 +199,11 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
     }
   }
   chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
+  phases.mark(kAttentionProductsMade);
 
   // 3. Kernel 3's W, e and inverse denominators: h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum.
   wait_for_mlstm_denominators(m);
+  phases.mark(kAttentionDenominators);
   std::uint32_t p[kTileKeys / 16][4];
   weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
   add_weighted_values<T, DV>(h, p, r.key_steps, chunk_rows.values);
@@ -213,11 +218,11 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 // chunk's keys (64 × 256) the two value buffers, read as one key tile; its values' half goes
 // into `state_buffer`'s key buffer once h and S are made. The same products in the same order as
 // add_mlstm_outputs.
-template <typename T, int D, int DV>
+template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                        SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows,
                                        int state_buffer, int first_token, int first_head, int heads, int kv,
-                                       int first_value_column, T* out) {
+                                       int first_value_column, T* out, Stamps& phases) {
   static_assert(D == 256 && DV == 128 && kMlstmChunk == kTileKeys);
   constexpr int kStateTileRows = kTileKeys, kStateTiles = D / kStateTileRows;  // C_c's rows in value tiles
   const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
@@ -235,6 +240,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   commit_async_copies();
   wait_async_copies<0>();
   __syncthreads();
+  phases.mark(kAttentionChunkLanded);
 
   // A lane's ldmatrix addresses: in the chunk's keys (lane_addresses' key form), and its offsets
   // in a value tile; the value tiles' bases: C_c's four, then (later) the chunk's values in the first.
@@ -266,6 +272,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
     }
   }
   chunk_scores<T, D>(s, rows.q, r.key_steps, key_address);
+  phases.mark(kAttentionProductsMade);
 
   // 3. The chunk's values (the block's columns) where C_c's first rows were, while the
   //    denominators kernel's count is awaited.
@@ -274,6 +281,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
                            std::size_t(kv) * D + first_value_column);
   commit_async_copies();
   wait_for_mlstm_denominators(m);
+  phases.mark(kAttentionDenominators);
   wait_async_copies<0>();
   __syncthreads();
 

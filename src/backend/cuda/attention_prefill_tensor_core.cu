@@ -45,6 +45,7 @@
 
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/attention_prefill_mlstm_outputs.cuh"
+#include "backend/cuda/attention_prefill_phase_stamps.cuh"
 #include "backend/cuda/attention_prefill_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
@@ -54,12 +55,16 @@ namespace {
 
 using namespace prefill_tiles;
 
+__device__ unsigned attention_phase_launches[kCountedAttentionBlocks];  // attention_prefill_phase_stamps.cuh
+
 // ---- The kernel ---------------------------------------------------------------------------------
 
-// kMlstm: Bifocal's mLSTM outputs added in the epilogue (PrefillMlstmOutputs; bf16, d = 128).
+// kMlstm: Bifocal's mLSTM outputs added in the epilogue (PrefillMlstmOutputs; bf16, d = 128 or 256).
 template <typename T, typename OutT, int D, int DV, bool kMlstm>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     attention_prefill_tensor_core_kernel(PrefillAttentionArgs<T> a, int heads, OutT* out, PrefillMlstmOutputs mlstm) {
+  device::PhaseStamps<kAttentionPhaseStamps && kMlstm> phases;  // a debug build's; nothing otherwise
+  phases.begin();
   device::allow_next_kernel_launch();
   // Every input (q, k, v, positions) is an earlier kernel's output; beside_previous_kernel: they
   // were complete before this kernel launched, and it waits at its end instead.
@@ -116,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   int tile = next_visible_tile(shared, -1, num_tiles);
   if (tile < num_tiles) load_tile(a, shared, 0, tile, kv, first_value_column);
   commit_async_copies();
+  phases.mark(kAttentionClassified);
 
   // 3. This lane's two rows: Q as T A fragments (zeros for padding rows), the softmax state.
   RowState<D, DV> rows;
@@ -174,6 +180,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     tile = next;
     buffer ^= 1;
   }
+  phases.mark(kAttentionTilesDone);
 
   // 5. o = O / (the row's four lanes' l + the learned sink's 2^{S − m}), times Bifocal's 1 − o.
 #pragma unroll
@@ -191,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     for (int nt = 0; nt < DV / 8; ++nt)
       store_pair(out_row + 8 * nt, rows.o[nt][2 * r] * inverse, rows.o[nt][2 * r + 1] * inverse);
   }
+  phases.mark(kAttentionRowsStored);
   // 6. Bifocal: the mLSTM's outputs added onto those rows (PrefillMlstmOutputs).
   if constexpr (kMlstm) {
     const bool tile_computed = state_buffer >= 0;
@@ -202,10 +210,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
     __syncthreads();  // every warp is past its last tile: its buffer takes the chunk's keys and values
     if constexpr (D == DV)
       add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, mlstm.chunk_in_last_tile && tile_computed,
-                                  first_token, first_head, heads, kv, out);
+                                  first_token, first_head, heads, kv, out, phases);
     else
       add_mlstm_outputs_half<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv,
-                                       first_value_column, out);
+                                       first_value_column, out, phases);
+    phases.mark(kAttentionOutputsAdded);
+    phases.report("attention-phases", attention_phase_launches, kCountedAttentionBlocks, linear,
+                  kRecordedAttentionLaunch);
   }
   if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete
 }

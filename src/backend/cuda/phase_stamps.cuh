@@ -1,6 +1,7 @@
 // Where a kernel's time goes in place, phase by phase: a debug build's instrumentation, compiled in
 // only with the kernel's own flag (BIFOCAL_WINDOW_ATTENTION_PHASES: window_phase_stamps.cuh;
-// BIFOCAL_MLSTM_DENOMINATOR_PHASES: mlstm_prefill_denominators.cu), e.g.
+// BIFOCAL_MLSTM_DENOMINATOR_PHASES: mlstm_prefill_denominators.cu; BIFOCAL_PREFILL_ATTENTION_PHASES:
+// attention_prefill_phase_stamps.cuh), e.g.
 // `cmake -DCMAKE_CUDA_FLAGS=-DBIFOCAL_MLSTM_DENOMINATOR_PHASES=1`. The default build has none of it.
 //
 // Why: a GPU timeline (tools/cuda/kernel_timeline.sh) gives each kernel's start and end beside the
