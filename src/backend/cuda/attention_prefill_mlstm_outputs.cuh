@@ -156,7 +156,8 @@ __device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>
 // o·h/den = h · inverse denominator. C_c is in buffer `state_buffer` (copy_mlstm_state_async, not
 // yet waited for); the chunk's keys and values go to the other buffer, which the barrier before
 // this call has freed — or, with chunk_in_place (PrefillMlstmOutputs::chunk_in_last_tile and a
-// tile computed), already hold them as the block's last tile.
+// tile computed), already hold them as the block's last tile. `phases`: a debug build's stamps
+// (attention_prefill_phase_stamps.cuh), marked at the chunk's landing, the products and the wait.
 template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                   SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows, int state_buffer,
@@ -217,7 +218,7 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 // `state_buffer`'s, copy_mlstm_state_async; rows 128 … 255 into the last tile's after it), the
 // chunk's keys (64 × 256) the two value buffers, read as one key tile; its values' half goes
 // into `state_buffer`'s key buffer once h and S are made. The same products in the same order as
-// add_mlstm_outputs.
+// add_mlstm_outputs, and the same stamps.
 template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                        SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows,
