@@ -17,7 +17,7 @@
 // checks that this gives the same bits as the gather and the attention launched before the call
 // and the outputs kernel rounding k and v itself, for the tensor-core and SIMT attention, with the
 // gather beside the contributions kernel and (a call of more chunks) before it. Where the call
-// offers the mLSTM's outputs to the attention's epilogue (bf16, d = 128, a state per KV head, a
+// offers the mLSTM's outputs to the attention's epilogue (bf16, d = 128 or 256, a state per KV head, a
 // short call: PrefillMlstmOutputs) the attention takes them, and must give the same bits too; so
 // must the branch that declines them (the outputs kernel after the attention).
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 // the window attention rounds q, k, v and its softmax weights likewise), W, e and the inverse
 // denominators as kernel 3 wrote them (fp32; the normaliser path is double).
 // Where mlstm_prefill offers them to Bifocal's window attention (PrefillMlstmOutputs: bf16,
-// d = 128, short calls), that kernel's epilogue computes these outputs instead, from the same
+// d = 128 or 256, short calls), that kernel's epilogue computes these outputs instead, from the same
 // operands in the same order (attention_prefill_mlstm_outputs.cuh), and this kernel is not launched.
 //
 // Why: the TF32 kernel holds ~209 KB of shared memory, one block an SM, and at 24 warps it is
