@@ -81,6 +81,26 @@ __device__ __forceinline__ void chunk_scores(float (&s)[kTileKeys / 8][4], const
   }
 }
 
+// h = q̂·C_c over the block's DV columns. C_c's rows lie in value tiles of kTileKeys rows, tile t
+// at shared address tile_bases[t]; `lane_offsets`: a lane's ldmatrix.trans offsets in a value tile.
+template <typename T, int D, int DV>
+__device__ __forceinline__ void state_products(float (&h)[DV / 8][4], const std::uint32_t (&q)[D / 16][4],
+                                               const std::uint32_t (&tile_bases)[D / kTileKeys],
+                                               const std::uint32_t (&lane_offsets)[4]) {
+  constexpr int kStepsPerTile = kTileKeys / 16;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+    for (int dp = 0; dp < DV / 16; ++dp) {
+      std::uint32_t b[4];
+      load_matrices_transposed(b, tile_bases[ks / kStepsPerTile] + lane_offsets[dp % 4] +
+                                      (16 * (ks % kStepsPerTile) * DV + 64 * (dp / 4)) * sizeof(T));
+      mma_m16n8k16<T>(h[2 * dp], q[ks], b[0], b[1]);
+      mma_m16n8k16<T>(h[2 * dp + 1], q[ks], b[2], b[3]);
+    }
+  }
+}
+
 // Kernel 3's e and W (after wait_for_mlstm_denominators): h·e_τ/√d, and S' = bf16(S/√d·W_τj) as
 // the A fragments of S'·V.
 template <typename T, int D, int DV>
@@ -179,26 +199,16 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
   __syncthreads();
   phases.mark(kAttentionChunkLanded);
   const LaneAddresses state = lane_addresses(shared, state_buffer), chunk_rows = lane_addresses(shared, chunk_buffer);
-  // C_c's rows 0 … 63 are the state buffer's key tile, read in the value layout.
-  std::uint32_t state_top[4];
-  const std::uint32_t key_tile_offset =
-      shared_address(shared.keys[state_buffer]) - shared_address(shared.values[state_buffer]);
+  // C_c's rows 0 … 63 are the state buffer's key tile, 64 … 127 its value tile, both read in the value layout.
+  const std::uint32_t state_tiles[2] = {shared_address(shared.keys[state_buffer]),
+                                        shared_address(shared.values[state_buffer])};
+  std::uint32_t value_offset[4];
 #pragma unroll
-  for (int x = 0; x < 4; ++x) state_top[x] = state.values[x] + key_tile_offset;
+  for (int x = 0; x < 4; ++x) value_offset[x] = state.values[x] - state_tiles[1];
 
   // 2. h = q̂·C_c and S = q̂·Kᵀ over the chunk's keys.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-#pragma unroll
-    for (int dp = 0; dp < DV / 16; ++dp) {
-      std::uint32_t b[4];
-      const std::uint32_t row_address = ks < 4 ? state_top[dp % 4] : state.values[dp % 4];
-      load_matrices_transposed(b, row_address + (16 * (ks % 4) * DV + 64 * (dp / 4)) * sizeof(T));
-      mma_m16n8k16<T>(h[2 * dp], rows.q[ks], b[0], b[1]);
-      mma_m16n8k16<T>(h[2 * dp + 1], rows.q[ks], b[2], b[3]);
-    }
-  }
+  state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
   chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
   phases.mark(kAttentionProductsMade);
 
@@ -261,17 +271,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
 
   // 2. h = q̂·C_c (the block's columns) and S = q̂·Kᵀ over the chunk's keys.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
-#pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
-#pragma unroll
-    for (int dp = 0; dp < DV / 16; ++dp) {
-      std::uint32_t b[4];
-      load_matrices_transposed(b, state_tiles[ks / 4] + value_offset[dp % 4] +
-                                      (16 * (ks % 4) * DV + 64 * (dp / 4)) * sizeof(T));
-      mma_m16n8k16<T>(h[2 * dp], rows.q[ks], b[0], b[1]);
-      mma_m16n8k16<T>(h[2 * dp + 1], rows.q[ks], b[2], b[3]);
-    }
-  }
+  state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
   chunk_scores<T, D>(s, rows.q, r.key_steps, key_address);
   phases.mark(kAttentionProductsMade);
 
