@@ -55,7 +55,7 @@ namespace {
 
 using namespace prefill_tiles;
 
-__device__ unsigned attention_phase_launches[kCountedAttentionBlocks];  // attention_prefill_phase_stamps.cuh
+__device__ device::PhaseLog attention_phase_logs[kCountedAttentionBlocks];  // attention_prefill_phase_stamps.cuh
 
 // ---- The kernel ---------------------------------------------------------------------------------
 
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
       add_mlstm_outputs_half<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv,
                                        first_value_column, out, phases);
     phases.mark(kAttentionOutputsAdded);
-    phases.report("attention-phases", attention_phase_launches, kCountedAttentionBlocks, linear,
+    phases.report("attention-phases", attention_phase_logs, kCountedAttentionBlocks, linear,
                   kRecordedAttentionLaunch);
   }
   if (a.beside_previous_kernel) device::wait_for_previous_kernel();  // complete ⇒ the previous kernel complete

@@ -51,7 +51,7 @@ inline constexpr bool kDenominatorPhaseStamps = BIFOCAL_MLSTM_DENOMINATOR_PHASES
 // and then one a repeat, the model's layers each).
 inline constexpr unsigned kRecordedDenominatorLaunch = 70;
 inline constexpr unsigned kCountedDenominatorBlocks = kDenominatorPhaseStamps ? 4096 : 1;
-__device__ unsigned denominator_phase_launches[kCountedDenominatorBlocks];
+__device__ device::PhaseLog denominator_phase_logs[kCountedDenominatorBlocks];
 
 // q of this many query heads is loaded by a warp before its fp64 products, the rest prefetched
 // into L2 then and loaded after them (8 registers a head).
@@ -274,7 +274,7 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   phases.mark(kDenominatorInverted);
   count_denominators_block_done(a);
   phases.mark(kDenominatorCounted);
-  phases.report("denominator-phases", denominator_phase_launches, kCountedDenominatorBlocks, c * gridDim.x + s,
+  phases.report("denominator-phases", denominator_phase_logs, kCountedDenominatorBlocks, c * gridDim.x + s,
                 kRecordedDenominatorLaunch);
 }
 

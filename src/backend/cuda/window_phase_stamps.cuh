@@ -40,14 +40,14 @@ static_assert(kWindowPhaseCount == kStampedPoints, "report() prints eight stamps
 // layers (the first graph launch is bench's warm-up step).
 inline constexpr unsigned kRecordedLaunch = 36 * 9 + 18;
 
-// Launches seen by each block (this file is included by attention_decode_window.cu alone); one
-// unused word in a build without the stamps.
+// Each block's launches and kept stamps (this file is included by attention_decode_window.cu
+// alone); one unused entry in a build without the stamps.
 inline constexpr unsigned kCountedBlocks = kWindowPhaseStamps ? 4096 : 1;
-static __device__ unsigned window_phase_launches[kCountedBlocks];
+static __device__ PhaseLog window_phase_logs[kCountedBlocks];
 
 struct WindowPhaseStamps : PhaseStamps<kWindowPhaseStamps> {
   __device__ void report() const {
-    PhaseStamps::report("window-phases", window_phase_launches, kCountedBlocks, blockIdx.x, kRecordedLaunch);
+    PhaseStamps::report("window-phases", window_phase_logs, kCountedBlocks, blockIdx.x, kRecordedLaunch);
   }
 };
 
