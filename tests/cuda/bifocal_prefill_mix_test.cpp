@@ -268,9 +268,10 @@ TYPED_TEST(BifocalPrefillMix, WindowBranchBesideTheDenominatorsGivesTheSameBits)
   };
   for (const cpu::MlstmShape& shape : kShapes)
     for (const int n : kLengths) expect_both_orders_alike(shape, n);  // the gather beside kernel 1
-  // A window of at least a chunk: the epilogue (d = 128) reads the chunk's keys and values from
-  // the block's last key tile (PrefillMlstmOutputs::chunk_in_last_tile).
-  for (const cpu::MlstmShape& shape : {kShapes[3], kShapes[4]}) expect_both_orders_alike(shape, 150, 96);
+  // A window of at least a chunk: the epilogue reads the chunk's keys and values from the block's
+  // last key tile (PrefillMlstmOutputs::chunk_in_last_tile), at d = 128 and d = 256.
+  for (const cpu::MlstmShape& shape : {kShapes[1], kShapes[3], kShapes[4], kShapes[5]})
+    expect_both_orders_alike(shape, 150, 96);
   // 4 states × 35 chunks of 64 tokens, more blocks than any GPU of ours has SMs: the gather
   // goes before kernel 1 (mlstm_prefill's window_gather).
   expect_both_orders_alike(kShapes[2], 35 * 64 - 40);

@@ -36,11 +36,11 @@ struct PrefillMlstmOutputs {
   const unsigned* denominators_done = nullptr;
   unsigned denominator_blocks = 0;
   int chunks = 0;
-  // Set by the attention's launcher (d = 128): the block's last key tile is its chunk's keys and
-  // values, so the epilogue reads them there instead of copying them again — where the cached
-  // window's rows are a whole number of tiles and every key of a chunk up to a row is in that
-  // row's window (the values of keys no row of the block sees are zeroed in the tile, but those
-  // carry W = 0).
+  // Set by the attention's launcher: the block's last key tile is its chunk's keys and values (at
+  // d = 256 the block's half of the columns), so the epilogue reads them there instead of copying
+  // them again — where the cached window's rows are a whole number of tiles and every key of a
+  // chunk up to a row is in that row's window (the values of keys no row of the block sees are
+  // zeroed in the tile, but those carry W = 0).
   bool chunk_in_last_tile = false;
 };
 

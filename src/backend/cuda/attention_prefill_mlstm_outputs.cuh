@@ -24,8 +24,9 @@ __device__ __forceinline__ void wait_for_mlstm_denominators(const PrefillMlstmOu
 // C_c (d × d bf16, row-major in k) into tile buffer pair `buffer`, laid out (and read) as value
 // tiles of 64 rows: d = 128, rows 0 … 63 in its key tile and 64 … 127 in its value tile; d = 256
 // (the block's DV = 128 columns from first_value_column), rows 0 … 127 in its key tile, whose
-// 64 × 256 elements hold two such tiles (the rest follow in add_mlstm_outputs_half). Issued as the
-// block's last tile is computed, into the buffer no tile needs any more.
+// 64 × 256 elements hold two such tiles, and 128 … 191 in its value tile (the last 64 rows follow
+// in add_mlstm_outputs_half, once the chunk's keys are read). Issued as the block's last tile is
+// computed, into the buffer pair no tile needs any more.
 template <typename T, int D, int DV>
 __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs& m, SharedStorage<T, D, DV>& shared,
                                                        int buffer, int chunk_index, int first_value_column) {
@@ -36,6 +37,7 @@ __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs
   } else {
     copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
     copy_tile_rows<DV, 1, T>({shared.keys[buffer] + kTileKeys * DV}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
+    copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + 2 * kTileKeys * D}, 0, kTileKeys, D, 0);
   }
 }
 
@@ -81,15 +83,17 @@ __device__ __forceinline__ void chunk_scores(float (&s)[kTileKeys / 8][4], const
   }
 }
 
-// h = q̂·C_c over the block's DV columns. C_c's rows lie in value tiles of kTileKeys rows, tile t
-// at shared address tile_bases[t]; `lane_offsets`: a lane's ldmatrix.trans offsets in a value tile.
-template <typename T, int D, int DV>
+// h = q̂·C_c over the block's DV columns, or h += over C_c's value tiles kFirstTile … kEndTile − 1
+// only (each accumulator's k-steps in the same order either way). C_c's rows lie in value tiles
+// of kTileKeys rows, tile t at shared address tile_bases[t]; `lane_offsets`: a lane's
+// ldmatrix.trans offsets in a value tile.
+template <typename T, int D, int DV, int kFirstTile = 0, int kEndTile = D / kTileKeys>
 __device__ __forceinline__ void state_products(float (&h)[DV / 8][4], const std::uint32_t (&q)[D / 16][4],
                                                const std::uint32_t (&tile_bases)[D / kTileKeys],
                                                const std::uint32_t (&lane_offsets)[4]) {
   constexpr int kStepsPerTile = kTileKeys / 16;
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks) {
+  for (int ks = kFirstTile * kStepsPerTile; ks < kEndTile * kStepsPerTile; ++ks) {
 #pragma unroll
     for (int dp = 0; dp < DV / 16; ++dp) {
       std::uint32_t b[4];
@@ -223,73 +227,68 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 
 // add_mlstm_outputs for d = 256, where a block holds half of O (DV = 128 columns from
 // first_value_column; the bf16 outputs kernel splits its blocks the same way): h over those
-// columns, S over all of d. Its operands take more room than the buffers hold at once: C_c's half
-// (256 × 128, 64 KiB) fills both key buffers (rows 0 … 127 copied with the last tile into
-// `state_buffer`'s, copy_mlstm_state_async; rows 128 … 255 into the last tile's after it), the
-// chunk's keys (64 × 256) the two value buffers, read as one key tile; its values' half goes
-// into `state_buffer`'s key buffer once h and S are made. The same products in the same order as
-// add_mlstm_outputs, and the same stamps.
+// columns, S over all of d. Its operands take more room than the buffers hold at once, so they
+// come in turns. With the last tile, C_c's half (256 × 128, 64 KiB) came into `state_buffer`'s
+// pair: rows 0 … 191 (copy_mlstm_state_async). The chunk's keys (64 × 256) and values (the block's
+// columns) fill the last tile's pair: already there with chunk_in_place (as add_mlstm_outputs),
+// else copied now. S is made first; C_c's rows 192 … 255 then take the keys' place, copied while
+// h is made over its first 192. The same products in the same order as add_mlstm_outputs, and the
+// same stamps.
 template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                        SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows,
-                                       int state_buffer, int first_token, int first_head, int heads, int kv,
-                                       int first_value_column, T* out, Stamps& phases) {
+                                       int state_buffer, bool chunk_in_place, int first_token, int first_head,
+                                       int heads, int kv, int first_value_column, T* out, Stamps& phases) {
   static_assert(D == 256 && DV == 128 && kMlstmChunk == kTileKeys);
-  constexpr int kStateTileRows = kTileKeys, kStateTiles = D / kStateTileRows;  // C_c's rows in value tiles
+  constexpr int kStateTiles = D / kTileKeys;  // C_c's rows in value tiles of kTileKeys rows
   const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
-  const int last_buffer = state_buffer ^ 1;
-  const std::int64_t chunk_key = a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk;
-  const std::size_t key_row_stride = std::size_t(a.kv_heads) * D;
-  T* const chunk_keys = &shared.values[0][0];  // 64 rows of D: the two value buffers, one key tile
+  const int chunk_buffer = state_buffer ^ 1;
 
-  // 1. C_c's rows 128 … 255 and the chunk's keys.
-  const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
-  copy_tile_rows<DV, 1, T>({shared.keys[last_buffer]}, {state + 2 * kStateTileRows * D}, 0, kTileKeys, D, 0);
-  copy_tile_rows<DV, 1, T>({shared.keys[last_buffer] + kStateTileRows * DV}, {state + 3 * kStateTileRows * D}, 0,
-                           kTileKeys, D, 0);
-  copy_tile_rows<D, 1, T>({chunk_keys}, {a.keys}, chunk_key, a.num_keys, key_row_stride, std::size_t(kv) * D);
-  commit_async_copies();
-  wait_async_copies<0>();
+  // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
+  if (!chunk_in_place) {
+    const std::int64_t chunk_key = a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk;
+    const std::size_t key_row_stride = std::size_t(a.kv_heads) * D;
+    copy_tile_rows<D, 1, T>({shared.keys[chunk_buffer]}, {a.keys}, chunk_key, a.num_keys, key_row_stride,
+                            std::size_t(kv) * D);
+    copy_tile_rows<DV, 1, T>({shared.values[chunk_buffer]}, {a.values}, chunk_key, a.num_keys, key_row_stride,
+                             std::size_t(kv) * D + first_value_column);
+    commit_async_copies();
+  }
+  wait_async_copies<0>();  // C_c's rows 0 … 191 too
   __syncthreads();
   phases.mark(kAttentionChunkLanded);
 
-  // A lane's ldmatrix addresses: in the chunk's keys (lane_addresses' key form), and its offsets
-  // in a value tile; the value tiles' bases: C_c's four, then (later) the chunk's values in the first.
-  const LaneAddresses lane_at = lane_addresses(shared, 0);
-  std::uint32_t value_offset[4], key_address[4], value_address[4];
-  std::uint32_t state_tiles[kStateTiles];
-  state_tiles[0] = shared_address(shared.keys[state_buffer]);
-  state_tiles[1] = shared_address(shared.keys[state_buffer] + kStateTileRows * DV);
-  state_tiles[2] = shared_address(shared.keys[last_buffer]);
-  state_tiles[3] = shared_address(shared.keys[last_buffer] + kStateTileRows * DV);
+  // C_c's value tiles: the state buffer's key buffer holds two, its value buffer the third, and
+  // the chunk's key buffer (once S is made) the fourth.
+  const LaneAddresses chunk_rows = lane_addresses(shared, chunk_buffer);
+  const std::uint32_t state_tiles[kStateTiles] = {
+      shared_address(shared.keys[state_buffer]), shared_address(shared.keys[state_buffer] + kTileKeys * DV),
+      shared_address(shared.values[state_buffer]), shared_address(shared.keys[chunk_buffer])};
+  std::uint32_t value_offset[4];
 #pragma unroll
-  for (int x = 0; x < 4; ++x) {
-    value_offset[x] = lane_at.values[x] - shared_address(shared.values[0]);
-    key_address[x] = lane_at.keys[x] - shared_address(shared.keys[0]) + shared_address(chunk_keys);
-    value_address[x] = state_tiles[0] + value_offset[x];
-  }
+  for (int x = 0; x < 4; ++x) value_offset[x] = chunk_rows.values[x] - shared_address(shared.values[chunk_buffer]);
 
-  // 2. h = q̂·C_c (the block's columns) and S = q̂·Kᵀ over the chunk's keys.
+  // 2. S = q̂·Kᵀ over the chunk's keys, then h = q̂·C_c (the block's columns) over C_c's first
+  //    three tiles while its last comes where the keys were.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
-  state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
-  chunk_scores<T, D>(s, rows.q, r.key_steps, key_address);
-  phases.mark(kAttentionProductsMade);
-
-  // 3. The chunk's values (the block's columns) where C_c's first rows were, while the
-  //    denominators kernel's count is awaited.
-  __syncthreads();
-  copy_tile_rows<DV, 1, T>({shared.keys[state_buffer]}, {a.values}, chunk_key, a.num_keys, key_row_stride,
-                           std::size_t(kv) * D + first_value_column);
+  chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
+  __syncthreads();  // every warp is done with the chunk's keys
+  const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
+  copy_tile_rows<DV, 1, T>({shared.keys[chunk_buffer]}, {state + (kStateTiles - 1) * kTileKeys * D}, 0, kTileKeys,
+                           D, 0);
   commit_async_copies();
-  wait_for_mlstm_denominators(m);
-  phases.mark(kAttentionDenominators);
+  state_products<T, D, DV, 0, kStateTiles - 1>(h, rows.q, state_tiles, value_offset);
   wait_async_copies<0>();
   __syncthreads();
+  state_products<T, D, DV, kStateTiles - 1, kStateTiles>(h, rows.q, state_tiles, value_offset);
+  phases.mark(kAttentionProductsMade);
 
-  // 4. add_mlstm_outputs' last steps.
+  // 3. Kernel 3's W, e and inverse denominators, then add_mlstm_outputs' last steps.
+  wait_for_mlstm_denominators(m);
+  phases.mark(kAttentionDenominators);
   std::uint32_t p[kTileKeys / 16][4];
   weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
-  add_weighted_values<T, DV>(h, p, r.key_steps, value_address);
+  add_weighted_values<T, DV>(h, p, r.key_steps, chunk_rows.values);
   add_to_window_rows<T, D, DV>(a, m, r, h, first_value_column, out);
 }
 

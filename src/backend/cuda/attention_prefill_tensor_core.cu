@@ -208,12 +208,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
                              first_value_column);
     }
     __syncthreads();  // every warp is past its last tile: its buffer takes the chunk's keys and values
+    const bool chunk_in_place = mlstm.chunk_in_last_tile && tile_computed;
     if constexpr (D == DV)
-      add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, mlstm.chunk_in_last_tile && tile_computed,
-                                  first_token, first_head, heads, kv, out, phases);
+      add_mlstm_outputs<T, D, DV>(a, mlstm, shared, rows, state_buffer, chunk_in_place, first_token, first_head,
+                                  heads, kv, out, phases);
     else
-      add_mlstm_outputs_half<T, D, DV>(a, mlstm, shared, rows, state_buffer, first_token, first_head, heads, kv,
-                                       first_value_column, out, phases);
+      add_mlstm_outputs_half<T, D, DV>(a, mlstm, shared, rows, state_buffer, chunk_in_place, first_token,
+                                       first_head, heads, kv, first_value_column, out, phases);
     phases.mark(kAttentionOutputsAdded);
     phases.report("attention-phases", attention_phase_logs, kCountedAttentionBlocks, linear,
                   kRecordedAttentionLaunch);
@@ -251,7 +252,7 @@ void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, 
   if (a.n <= 0) return;
   if (a.head_dim == 64)
     launch<T, OutT, 64, 64>(a, out, stream, {});
-  else if (a.head_dim == 128) {
+  else if (a.head_dim == 128 || a.head_dim == 256) {
     if constexpr (std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16>)
       if (mlstm_outputs.states != nullptr) {
         // The cached rows a whole number of tiles, and a chunk within every row's window: each block's
@@ -259,12 +260,10 @@ void attention_prefill_tensor_core(const PrefillAttentionArgs<T>& a, OutT* out, 
         PrefillMlstmOutputs mlstm = mlstm_outputs;
         mlstm.chunk_in_last_tile = (a.num_keys - a.n) % kTileKeys == 0 &&
                                    (a.window == 0 || a.window - a.sink_tokens >= kMlstmChunk);
-        return launch<T, OutT, 128, 128, true>(a, out, stream, mlstm);
+        if (a.head_dim == 128) return launch<T, OutT, 128, 128, true>(a, out, stream, mlstm);
+        return launch<T, OutT, 256, 128, true>(a, out, stream, mlstm);
       }
-    launch<T, OutT, 128, 128>(a, out, stream, {});
-  } else {
-    if constexpr (std::is_same_v<T, __nv_bfloat16> && std::is_same_v<OutT, __nv_bfloat16>)
-      if (mlstm_outputs.states != nullptr) return launch<T, OutT, 256, 128, true>(a, out, stream, mlstm_outputs);
+    if (a.head_dim == 128) return launch<T, OutT, 128, 128>(a, out, stream, {});
     launch<T, OutT, 256, 128>(a, out, stream, {});
   }
 }
