@@ -172,6 +172,42 @@ __device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>
   }
 }
 
+// The chunk's keys (all D columns) and values (the block's DV columns from first_value_column) into
+// tile buffer pair `buffer`, asynchronously and committed: the gathered copy holds the cached
+// window's num_keys − n rows, then the n new tokens' (rows past n: zeros).
+template <typename T, int D, int DV>
+__device__ __forceinline__ void copy_chunk_async(const PrefillAttentionArgs<T>& a, SharedStorage<T, D, DV>& shared,
+                                                 int buffer, int first_token, int kv, int first_value_column) {
+  const std::int64_t chunk_key = a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk;
+  const std::size_t key_row_stride = std::size_t(a.kv_heads) * D;
+  if constexpr (D == DV) {
+    copy_tile_rows<D, 2, T>({shared.keys[buffer], shared.values[buffer]}, {a.keys, a.values}, chunk_key, a.num_keys,
+                            key_row_stride, std::size_t(kv) * D);
+  } else {
+    copy_tile_rows<D, 1, T>({shared.keys[buffer]}, {a.keys}, chunk_key, a.num_keys, key_row_stride,
+                            std::size_t(kv) * D);
+    copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {a.values}, chunk_key, a.num_keys, key_row_stride,
+                             std::size_t(kv) * D + first_value_column);
+  }
+  commit_async_copies();
+}
+
+// Both epilogues' last steps, once h = q̂·C_c and S = q̂·Kᵀ are made: kernel 3's W, e and inverse
+// denominators awaited, then h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V over the chunk's values
+// (`values`: a lane's ldmatrix.trans addresses in their tile), and the sum added onto the rows.
+template <typename T, int D, int DV, typename Stamps>
+__device__ __forceinline__ void weigh_and_add_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
+                                                      const EpilogueRows& r, float (&h)[DV / 8][4],
+                                                      float (&s)[kTileKeys / 8][4], const std::uint32_t (&values)[4],
+                                                      int first_value_column, T* out, Stamps& phases) {
+  wait_for_mlstm_denominators(m);
+  phases.mark(kAttentionDenominators);
+  std::uint32_t p[kTileKeys / 16][4];
+  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
+  add_weighted_values<T, DV>(h, p, r.key_steps, values);
+  add_to_window_rows<T, D, DV>(a, m, r, h, first_value_column, out);
+}
+
 // The block's mLSTM outputs o·h, added in L2 onto the (1 − o)·window rows the plain epilogue has
 // just stored (one rounding of the sum, as the bf16 outputs kernel's reductions). h as that kernel
 // makes it (mlstm_prefill_bf16.cu; the same operands, products and roundings, each accumulator's
@@ -190,15 +226,9 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
   static_assert(D == 128 && DV == 128 && D == 2 * kTileKeys && kMlstmChunk == kTileKeys);
   const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
 
-  // 1. The chunk's keys and values: the gathered copy holds the cached window's num_keys − n rows,
-  //    then the n new tokens' (rows past n: zeros).
+  // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
   const int chunk_buffer = state_buffer ^ 1;
-  if (!chunk_in_place) {
-    copy_tile_rows<D, 2, T>({shared.keys[chunk_buffer], shared.values[chunk_buffer]}, {a.keys, a.values},
-                            a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk, a.num_keys,
-                            std::size_t(a.kv_heads) * D, std::size_t(kv) * D);
-    commit_async_copies();
-  }
+  if (!chunk_in_place) copy_chunk_async(a, shared, chunk_buffer, first_token, kv, 0);
   wait_async_copies<0>();
   __syncthreads();
   phases.mark(kAttentionChunkLanded);
@@ -217,12 +247,7 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
   phases.mark(kAttentionProductsMade);
 
   // 3. Kernel 3's W, e and inverse denominators: h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum.
-  wait_for_mlstm_denominators(m);
-  phases.mark(kAttentionDenominators);
-  std::uint32_t p[kTileKeys / 16][4];
-  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
-  add_weighted_values<T, DV>(h, p, r.key_steps, chunk_rows.values);
-  add_to_window_rows<T, D, DV>(a, m, r, h, 0, out);
+  weigh_and_add_outputs<T, D, DV>(a, m, r, h, s, chunk_rows.values, 0, out, phases);
 }
 
 // add_mlstm_outputs for d = 256, where a block holds half of O (DV = 128 columns from
@@ -245,15 +270,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   const int chunk_buffer = state_buffer ^ 1;
 
   // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
-  if (!chunk_in_place) {
-    const std::int64_t chunk_key = a.num_keys - a.n + std::int64_t(first_token / kMlstmChunk) * kMlstmChunk;
-    const std::size_t key_row_stride = std::size_t(a.kv_heads) * D;
-    copy_tile_rows<D, 1, T>({shared.keys[chunk_buffer]}, {a.keys}, chunk_key, a.num_keys, key_row_stride,
-                            std::size_t(kv) * D);
-    copy_tile_rows<DV, 1, T>({shared.values[chunk_buffer]}, {a.values}, chunk_key, a.num_keys, key_row_stride,
-                             std::size_t(kv) * D + first_value_column);
-    commit_async_copies();
-  }
+  if (!chunk_in_place) copy_chunk_async(a, shared, chunk_buffer, first_token, kv, first_value_column);
   wait_async_copies<0>();  // C_c's rows 0 … 191 too
   __syncthreads();
   phases.mark(kAttentionChunkLanded);
@@ -283,13 +300,8 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   state_products<T, D, DV, kStateTiles - 1, kStateTiles>(h, rows.q, state_tiles, value_offset);
   phases.mark(kAttentionProductsMade);
 
-  // 3. Kernel 3's W, e and inverse denominators, then add_mlstm_outputs' last steps.
-  wait_for_mlstm_denominators(m);
-  phases.mark(kAttentionDenominators);
-  std::uint32_t p[kTileKeys / 16][4];
-  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
-  add_weighted_values<T, DV>(h, p, r.key_steps, chunk_rows.values);
-  add_to_window_rows<T, D, DV>(a, m, r, h, first_value_column, out);
+  // 3. Kernel 3's W, e and inverse denominators, and the sum, as add_mlstm_outputs.
+  weigh_and_add_outputs<T, D, DV>(a, m, r, h, s, chunk_rows.values, first_value_column, out, phases);
 }
 
 }  // namespace bifocal::cuda::prefill_tiles

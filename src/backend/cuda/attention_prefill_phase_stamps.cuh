@@ -1,7 +1,7 @@
 // A debug build's phase stamps for the tensor-core prefill attention that adds Bifocal's mLSTM
 // outputs in its epilogue (phase_stamps.cuh; -DBIFOCAL_PREFILL_ATTENTION_PHASES=1, e.g.
-// `cmake -DCMAKE_CUDA_FLAGS=-DBIFOCAL_PREFILL_ATTENTION_PHASES=1`): every block of one launch prints
-// `attention-phases BLOCK t0 … t7 CYCLES` (BLOCK its linear index) and
+// `cmake -DCMAKE_CUDA_FLAGS=-DBIFOCAL_PREFILL_ATTENTION_PHASES=1`): every block keeps its stamps of
+// one launch and prints `attention-phases BLOCK t0 … t7 CYCLES` (BLOCK its linear index) in the next;
 // `tools/cuda/phase_stamps.py --kernel attention` reads them. The default build has none of it.
 //
 // Why: the 1K timeline gives the kernel's span only. With the epilogue it runs ~17 µs longer at
@@ -26,7 +26,7 @@ enum AttentionPhase : int {
   kAttentionClassified,    // its key tiles classified and the first one issued (after the start's wait, if any)
   kAttentionTilesDone,     // the last key tile computed
   kAttentionRowsStored,    // the (1 − o)·window rows stored
-  kAttentionChunkLanded,   // C_c and the chunk's keys (and values, d = 128) in shared memory
+  kAttentionChunkLanded,   // C_c (d = 256: its first 192 rows) and the chunk's keys and values in shared memory
   kAttentionProductsMade,  // h = q̂·C_c and S = q̂·Kᵀ made
   kAttentionDenominators,  // the denominators kernel's count reached (its W, e, 1/den visible)
   kAttentionOutputsAdded,  // o·h added onto the rows
