@@ -37,7 +37,7 @@ KERNELS = {
                      "mlstm_prefill_denominators.cu's kRecordedDenominatorLaunch"),
     "attention": ("attention-phases ",
                   ["start", "tiles classified", "key tiles done", "window rows stored", "C_c and the chunk landed",
-                   "h and S made", "denominators awaited", "outputs added"],
+                   "S made, denominators awaited", "h made, W landed", "outputs added"],
                   "-DBIFOCAL_PREFILL_ATTENTION_PHASES=1",
                   "attention_prefill_phase_stamps.cuh's kRecordedAttentionLaunch"),
 }
@@ -114,14 +114,15 @@ def denominators_beside(attention_blocks, log_lines):
     origin = min(stamps[0] for stamps in attention_blocks.values())
     counted = [(s[7] - origin) / 1e3 for s in denominators.values()]
     started = [(s[0] - origin) / 1e3 for s in denominators.values()]
-    awaited = [(s[6] - origin) / 1e3 for s in attention_blocks.values()]
-    waited = [(s[6] - s[5]) / 1e3 for s in attention_blocks.values()]
+    # since stop 68 the epilogue awaits them right after S = q̂·Kᵀ, before h: S is in the wait's phase
+    awaited = [(s[5] - origin) / 1e3 for s in attention_blocks.values()]
+    waited = [(s[5] - s[4]) / 1e3 for s in attention_blocks.values()]
     held = sum(1 for wait in waited if wait * 1e3 > TIMER_TICK_NS)
     return (f"\nThe denominators kernel beside it ({len(denominators)} blocks, the same layer, this clock): started "
             f"{min(started):.2f} to {max(started):.2f} µs, counted done {min(counted):.2f} to {max(counted):.2f} "
             f"(median {statistics.median(counted):.2f}). The attention's blocks passed their wait for them from "
-            f"{min(awaited):.2f} to {max(awaited):.2f} µs, waiting {statistics.median(waited):.2f} µs (median; max "
-            f"{max(waited):.2f}); {held} of {len(attention_blocks)} waited more than a timer tick.\n")
+            f"{min(awaited):.2f} to {max(awaited):.2f} µs, S and the wait taking {statistics.median(waited):.2f} µs (median; "
+            f"max {max(waited):.2f}); {held} of {len(attention_blocks)} took more than a timer tick.\n")
 
 
 def main():

@@ -103,16 +103,16 @@ class AttentionPhasesTest(unittest.TestCase):
     def line(block, stamps):
         return "attention-phases " + " ".join(str(x) for x in [block] + stamps) + "\n"
 
-    # block 0 starts at 1,000 ns, block 1 at 3,000; the wait for the denominators (h and S made → awaited)
-    # takes block 0 4 µs and block 1 none
-    BLOCKS = [line.__func__(0, [1000, 2000, 10000, 11000, 12000, 13000, 17000, 18000]),
-              line.__func__(1, [3000, 4000, 12000, 13000, 14000, 15000, 15000, 16000])]
+    # block 0 starts at 1,000 ns, block 1 at 3,000; S and the wait for the denominators (chunk landed →
+    # awaited) take block 0 4 µs and block 1 none
+    BLOCKS = [line.__func__(0, [1000, 2000, 10000, 11000, 12000, 16000, 17000, 18000]),
+              line.__func__(1, [3000, 4000, 12000, 13000, 14000, 14000, 15000, 16000])]
 
     def test_the_clock_starts_at_the_first_block_and_no_block_is_late(self):
         report = phase_stamps.summarise(phase_stamps.read_stamps(self.BLOCKS, "attention"), "attention")
         self.assertIn("µs, 0 = the first block's start", report)
         self.assertIn("| key tiles done | 8.00 | 8.00 | 9.00 | 11.00 |", report)
-        self.assertIn("| denominators awaited | 2.00 | 4.00 | 14.00 | 16.00 |", report)
+        self.assertIn("| S made, denominators awaited | 2.00 | 4.00 | 13.00 | 15.00 |", report)
         self.assertIn("Blocks started from 0.00 to 2.00 µs", report)
         self.assertNotIn("returned from the wait", report)
 
@@ -125,8 +125,8 @@ class AttentionPhasesTest(unittest.TestCase):
         beside = phase_stamps.denominators_beside(blocks, lines)
         self.assertIn("2 blocks, the same layer, this clock): started -1.00 to -1.00 µs, counted done 11.00 to 12.00",
                       beside)
-        self.assertIn("passed their wait for them from 14.00 to 16.00 µs, waiting 2.00 µs (median; max 4.00); "
-                      "1 of 2 waited more than a timer tick.", beside)
+        self.assertIn("passed their wait for them from 13.00 to 15.00 µs, S and the wait taking 2.00 µs (median; "
+                      "max 4.00); 1 of 2 took more than a timer tick.", beside)
         self.assertEqual(phase_stamps.denominators_beside(blocks, self.BLOCKS), "")  # none in the log
 
     def test_no_stamps_names_its_own_build_flag(self):

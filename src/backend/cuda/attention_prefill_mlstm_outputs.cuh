@@ -49,6 +49,7 @@ struct EpilogueRows {
   int token[2], head[2], tau[2], local_head[2];
   int key_steps;
   std::size_t chunk_index;
+  int first_tau, tokens;  // the block's tokens in the chunk: τ = first_tau … first_tau + tokens − 1
 };
 __device__ __forceinline__ EpilogueRows epilogue_rows(const PrefillMlstmOutputs& m, int group, int first_token,
                                                       int first_head, int heads, int kv) {
@@ -62,6 +63,7 @@ __device__ __forceinline__ EpilogueRows epilogue_rows(const PrefillMlstmOutputs&
   }
   r.key_steps = (first_token + (warp * kWarpRows + kWarpRows - 1) / heads - chunk * kMlstmChunk) / 16 + 1;
   r.chunk_index = std::size_t(kv) * m.chunks + chunk;
+  r.first_tau = first_token - chunk * kMlstmChunk, r.tokens = kBlockRows / heads;
   return r;
 }
 
@@ -105,25 +107,53 @@ __device__ __forceinline__ void state_products(float (&h)[DV / 8][4], const std:
   }
 }
 
-// Kernel 3's e and W (after wait_for_mlstm_denominators): h·e_τ/√d, and S' = bf16(S/√d·W_τj) as
-// the A fragments of S'·V.
+// Kernel 3's factors for the lane's two rows: e_τ and o/den_τ in registers, and the block's rows
+// of W (`weight_rows`: r.tokens rows of kMlstmChunk floats in shared memory, copied
+// asynchronously and committed; wait for them before weigh_by_the_gates).
+struct GateFactors {
+  float entering[2], inverse[2];
+};
+
+// Awaits the denominators kernel and fetches its factors (GateFactors). Called before h = q̂·C_c,
+// so that their L2 round trip passes while h is made: read after it, as the lanes' own loads, W
+// came in one round trip and the inverse denominators in two more (the second row's behind the
+// first row's `red`s, whose memory clobber keeps a load after them).
+__device__ __forceinline__ GateFactors await_gate_factors(const PrefillMlstmOutputs& m, const EpilogueRows& r,
+                                                          int group, float* weight_rows) {
+  constexpr int L = kMlstmChunk;
+  wait_for_mlstm_denominators(m);
+  const float* weights = m.weights + (r.chunk_index * L + r.first_tau) * L;
+  for (int item = threadIdx.x; item < r.tokens * L / 4; item += blockDim.x)
+    device::copy16_async(weight_rows + 4 * item, weights + 4 * item);
+  commit_async_copies();
+  GateFactors f;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    f.entering[i] = __ldcg(m.entering + r.chunk_index * L + r.tau[i]);
+    f.inverse[i] = __ldcg(m.inverse_denominators + (r.chunk_index * group + r.local_head[i]) * L + r.tau[i]);
+  }
+  return f;
+}
+
+// Kernel 3's e and W (await_gate_factors, W landed): h·e_τ/√d, and S' = bf16(S/√d·W_τj) as the A
+// fragments of S'·V.
 template <typename T, int D, int DV>
-__device__ __forceinline__ void weigh_by_the_gates(const PrefillMlstmOutputs& m, const EpilogueRows& r,
-                                                   float (&h)[DV / 8][4], float (&s)[kTileKeys / 8][4],
-                                                   std::uint32_t (&p)[kTileKeys / 16][4]) {
+__device__ __forceinline__ void weigh_by_the_gates(const GateFactors& f, const float* weight_rows,
+                                                   const EpilogueRows& r, float (&h)[DV / 8][4],
+                                                   float (&s)[kTileKeys / 8][4], std::uint32_t (&p)[kTileKeys / 16][4]) {
   constexpr int L = kMlstmChunk;
   const int quad = threadIdx.x % 4;
   const float query_scale = 1.0f / sqrtf(float(D));
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float entering = __ldcg(m.entering + r.chunk_index * L + r.tau[i]) * query_scale;
+    const float entering = f.entering[i] * query_scale;
 #pragma unroll
     for (int nt = 0; nt < DV / 8; ++nt) h[nt][2 * i] *= entering, h[nt][2 * i + 1] *= entering;
-    const float* weights = m.weights + (r.chunk_index * L + r.tau[i]) * L + 2 * quad;
+    const float* weights = weight_rows + (r.tau[i] - r.first_tau) * L + 2 * quad;
 #pragma unroll
     for (int nt = 0; nt < kTileKeys / 8; ++nt) {
       if (nt / 2 >= r.key_steps) continue;
-      const float2 w = __ldcg(reinterpret_cast<const float2*>(weights + 8 * nt));
+      const float2 w = *reinterpret_cast<const float2*>(weights + 8 * nt);
       s[nt][2 * i] = s[nt][2 * i] * query_scale * w.x;
       s[nt][2 * i + 1] = s[nt][2 * i + 1] * query_scale * w.y;
     }
@@ -156,19 +186,17 @@ __device__ __forceinline__ void add_weighted_values(float (&h)[DV / 8][4], const
 // out += bf16(h · o/den), in L2 onto the window's share (this thread's own stores before), the
 // block's DV columns from first_value_column.
 template <typename T, int D, int DV>
-__device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
-                                                   const EpilogueRows& r, const float (&h)[DV / 8][4],
+__device__ __forceinline__ void add_to_window_rows(const PrefillAttentionArgs<T>& a, const EpilogueRows& r,
+                                                   const float (&h)[DV / 8][4], const GateFactors& f,
                                                    int first_value_column, T* out) {
-  constexpr int L = kMlstmChunk;
-  const int quad = threadIdx.x % 4, group = a.query_heads / a.kv_heads;
+  const int quad = threadIdx.x % 4;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     if (r.token[i] >= a.n) continue;
-    const float inverse = __ldcg(m.inverse_denominators + (r.chunk_index * group + r.local_head[i]) * L + r.tau[i]);
     T* out_row = out + (std::size_t(r.token[i]) * a.query_heads + r.head[i]) * D + first_value_column + 2 * quad;
 #pragma unroll
     for (int nt = 0; nt < DV / 8; ++nt)
-      device::add2(out_row + 8 * nt, h[nt][2 * i] * inverse, h[nt][2 * i + 1] * inverse);
+      device::add2(out_row + 8 * nt, h[nt][2 * i] * f.inverse[i], h[nt][2 * i + 1] * f.inverse[i]);
   }
 }
 
@@ -192,20 +220,20 @@ __device__ __forceinline__ void copy_chunk_async(const PrefillAttentionArgs<T>& 
   commit_async_copies();
 }
 
-// Both epilogues' last steps, once h = q̂·C_c and S = q̂·Kᵀ are made: kernel 3's W, e and inverse
-// denominators awaited, then h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V over the chunk's values
-// (`values`: a lane's ldmatrix.trans addresses in their tile), and the sum added onto the rows.
-template <typename T, int D, int DV, typename Stamps>
-__device__ __forceinline__ void weigh_and_add_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
-                                                      const EpilogueRows& r, float (&h)[DV / 8][4],
-                                                      float (&s)[kTileKeys / 8][4], const std::uint32_t (&values)[4],
-                                                      int first_value_column, T* out, Stamps& phases) {
-  wait_for_mlstm_denominators(m);
-  phases.mark(kAttentionDenominators);
+// Both epilogues' last steps, once h = q̂·C_c and S = q̂·Kᵀ are made and kernel 3's factors fetched
+// (await_gate_factors; W's rows landed and the block past a barrier): h·e_τ/√d,
+// S' = bf16(S/√d·W_τj), h += S'·V over the chunk's values (`values`: a lane's ldmatrix.trans
+// addresses in their tile), and the sum added onto the rows.
+template <typename T, int D, int DV>
+__device__ __forceinline__ void weigh_and_add_outputs(const PrefillAttentionArgs<T>& a, const EpilogueRows& r,
+                                                      const GateFactors& f, const float* weight_rows,
+                                                      float (&h)[DV / 8][4], float (&s)[kTileKeys / 8][4],
+                                                      const std::uint32_t (&values)[4], int first_value_column,
+                                                      T* out) {
   std::uint32_t p[kTileKeys / 16][4];
-  weigh_by_the_gates<T, D, DV>(m, r, h, s, p);
+  weigh_by_the_gates<T, D, DV>(f, weight_rows, r, h, s, p);
   add_weighted_values<T, DV>(h, p, r.key_steps, values);
-  add_to_window_rows<T, D, DV>(a, m, r, h, first_value_column, out);
+  add_to_window_rows<T, D, DV>(a, r, h, f, first_value_column, out);
 }
 
 // The block's mLSTM outputs o·h, added in L2 onto the (1 − o)·window rows the plain epilogue has
@@ -216,8 +244,10 @@ __device__ __forceinline__ void weigh_and_add_outputs(const PrefillAttentionArgs
 // o·h/den = h · inverse denominator. C_c is in buffer `state_buffer` (copy_mlstm_state_async, not
 // yet waited for); the chunk's keys and values go to the other buffer, which the barrier before
 // this call has freed — or, with chunk_in_place (PrefillMlstmOutputs::chunk_in_last_tile and a
-// tile computed), already hold them as the block's last tile. `phases`: a debug build's stamps
-// (attention_prefill_phase_stamps.cuh), marked at the chunk's landing, the products and the wait.
+// tile computed), already hold them as the block's last tile. The denominators kernel is awaited
+// once S is made, before h: its factors arrive while h is made (await_gate_factors). `phases`: a
+// debug build's stamps (attention_prefill_phase_stamps.cuh), marked at the chunk's landing, the
+// wait and h.
 template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
                                   SharedStorage<T, D, DV>& shared, const RowState<D, DV>& rows, int state_buffer,
@@ -240,14 +270,21 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 #pragma unroll
   for (int x = 0; x < 4; ++x) value_offset[x] = state.values[x] - state_tiles[1];
 
-  // 2. h = q̂·C_c and S = q̂·Kᵀ over the chunk's keys.
+  // 2. S = q̂·Kᵀ over the chunk's keys; then kernel 3's factors, W's rows where the keys were,
+  //    fetched while h = q̂·C_c is made.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
-  state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
   chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
-  phases.mark(kAttentionProductsMade);
+  float* weight_rows = reinterpret_cast<float*>(shared.keys[chunk_buffer]);
+  static_assert(kBlockRows * kMlstmChunk * sizeof(float) <= sizeof(shared.keys[0]), "W's rows fit a key tile");
+  const GateFactors factors = await_gate_factors(m, r, a.query_heads / a.kv_heads, weight_rows);  // a barrier first
+  phases.mark(kAttentionDenominators);
+  state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
+  wait_async_copies<0>();
+  __syncthreads();  // W's rows landed
+  phases.mark(kAttentionStateProduct);
 
-  // 3. Kernel 3's W, e and inverse denominators: h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum.
-  weigh_and_add_outputs<T, D, DV>(a, m, r, h, s, chunk_rows.values, 0, out, phases);
+  // 3. h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum.
+  weigh_and_add_outputs<T, D, DV>(a, r, factors, weight_rows, h, s, chunk_rows.values, 0, out);
 }
 
 // add_mlstm_outputs for d = 256, where a block holds half of O (DV = 128 columns from
@@ -285,23 +322,28 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
 #pragma unroll
   for (int x = 0; x < 4; ++x) value_offset[x] = chunk_rows.values[x] - shared_address(shared.values[chunk_buffer]);
 
-  // 2. S = q̂·Kᵀ over the chunk's keys, then h = q̂·C_c (the block's columns) over C_c's first
-  //    three tiles while its last comes where the keys were.
+  // 2. S = q̂·Kᵀ over the chunk's keys; then kernel 3's factors, W's rows in the keys' second half,
+  //    and h = q̂·C_c (the block's columns) over C_c's first three tiles while W and C_c's last tile
+  //    come where the keys were.
   float h[DV / 8][4] = {}, s[kTileKeys / 8][4] = {};
   chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
-  __syncthreads();  // every warp is done with the chunk's keys
+  float* weight_rows = reinterpret_cast<float*>(shared.keys[chunk_buffer] + kTileKeys * DV);
+  static_assert(kTileKeys * DV + kBlockRows * kMlstmChunk * sizeof(float) / sizeof(T) <= kTileKeys * D,
+                "C_c's last tile and W's rows fit a key tile");
+  const GateFactors factors = await_gate_factors(m, r, a.query_heads / a.kv_heads, weight_rows);  // a barrier first
+  phases.mark(kAttentionDenominators);
   const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
   copy_tile_rows<DV, 1, T>({shared.keys[chunk_buffer]}, {state + (kStateTiles - 1) * kTileKeys * D}, 0, kTileKeys,
                            D, 0);
   commit_async_copies();
   state_products<T, D, DV, 0, kStateTiles - 1>(h, rows.q, state_tiles, value_offset);
   wait_async_copies<0>();
-  __syncthreads();
+  __syncthreads();  // C_c's last tile and W's rows landed
   state_products<T, D, DV, kStateTiles - 1, kStateTiles>(h, rows.q, state_tiles, value_offset);
-  phases.mark(kAttentionProductsMade);
+  phases.mark(kAttentionStateProduct);
 
-  // 3. Kernel 3's W, e and inverse denominators, and the sum, as add_mlstm_outputs.
-  weigh_and_add_outputs<T, D, DV>(a, m, r, h, s, chunk_rows.values, first_value_column, out, phases);
+  // 3. h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum, as add_mlstm_outputs.
+  weigh_and_add_outputs<T, D, DV>(a, r, factors, weight_rows, h, s, chunk_rows.values, first_value_column, out);
 }
 
 }  // namespace bifocal::cuda::prefill_tiles

@@ -27,8 +27,8 @@ enum AttentionPhase : int {
   kAttentionTilesDone,     // the last key tile computed
   kAttentionRowsStored,    // the (1 − o)·window rows stored
   kAttentionChunkLanded,   // C_c (d = 256: its first 192 rows) and the chunk's keys and values in shared memory
-  kAttentionProductsMade,  // h = q̂·C_c and S = q̂·Kᵀ made
-  kAttentionDenominators,  // the denominators kernel's count reached (its W, e, 1/den visible)
+  kAttentionDenominators,  // S = q̂·Kᵀ made and the denominators kernel's count reached (its W, e, 1/den visible)
+  kAttentionStateProduct,  // h = q̂·C_c made, and W's rows landed
   kAttentionOutputsAdded,  // o·h added onto the rows
   kAttentionPhaseCount
 };
