@@ -121,8 +121,8 @@ def denominators_beside(attention_blocks, log_lines):
     return (f"\nThe denominators kernel beside it ({len(denominators)} blocks, the same layer, this clock): started "
             f"{min(started):.2f} to {max(started):.2f} µs, counted done {min(counted):.2f} to {max(counted):.2f} "
             f"(median {statistics.median(counted):.2f}). The attention's blocks passed their wait for them from "
-            f"{min(awaited):.2f} to {max(awaited):.2f} µs, S and the wait taking {statistics.median(waited):.2f} µs (median; "
-            f"max {max(waited):.2f}); {held} of {len(attention_blocks)} took more than a timer tick.\n")
+            f"{min(awaited):.2f} to {max(awaited):.2f} µs, S and the wait taking {statistics.median(waited):.2f} µs "
+            f"(median; max {max(waited):.2f}); {held} of {len(attention_blocks)} took more than a timer tick.\n")
 
 
 def main():

@@ -140,7 +140,8 @@ __device__ __forceinline__ GateFactors await_gate_factors(const PrefillMlstmOutp
 template <typename T, int D, int DV>
 __device__ __forceinline__ void weigh_by_the_gates(const GateFactors& f, const float* weight_rows,
                                                    const EpilogueRows& r, float (&h)[DV / 8][4],
-                                                   float (&s)[kTileKeys / 8][4], std::uint32_t (&p)[kTileKeys / 16][4]) {
+                                                   float (&s)[kTileKeys / 8][4],
+                                                   std::uint32_t (&p)[kTileKeys / 16][4]) {
   constexpr int L = kMlstmChunk;
   const int quad = threadIdx.x % 4;
   const float query_scale = 1.0f / sqrtf(float(D));
