@@ -27,6 +27,10 @@ contexts=${CONTEXTS:-1k,2k,4k,16k}
 shapes=${SHAPES:-qwen3-4b qwen3.5-4b-like}
 bench_args=${BENCH_ARGS:---gen 8 --repeat 3}
 out=${OUT:-/tmp/ab_bench}/ab
+# A fresh folder each call: a machine kept warm between calls still holds the last call's runs,
+# and the summary reads every run in the folder (stop 68's second call listed the first's builds,
+# and its rounds would have mixed with them where a build ran in both).
+rm -rf "$out"
 mkdir -p "$out"
 names=()
 for pair in "$@"; do
