@@ -159,5 +159,19 @@ printf '{"rows": [{"mixer": "%s", "context": 1024, "prefill_tokens_per_second": 
             self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 | 54000 |  |", during)  # round 1 alone
             self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 / 54000 | 54000 |  |", run.stdout)  # both at the end
 
+    def test_an_earlier_calls_runs_are_not_summarised(self):
+        # A warm machine keeps the last call's folder: a build it ran, and a later round of this one's.
+        with tempfile.TemporaryDirectory() as out:
+            for earlier in ("probe.qwen3-4b.1", "main.qwen3-4b.2"):
+                os.makedirs(os.path.join(out, "ab", earlier))
+                with open(os.path.join(out, "ab", earlier, "bench.json"), "w") as f:
+                    f.write(f'{{"rows": [{{"mixer": "{BIFOCAL}", "context": 1024, "prefill_tokens_per_second": 1}}]}}')
+            run = self.run_with_stand_in(out, ROUNDS="1")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(sorted(os.listdir(os.path.join(out, "ab"))), ["ab.md", "builds.txt", "main.qwen3-4b.1"])
+            self.assertIn(f"| {BIFOCAL} | 1K | main | 54000 | 54000 |  |", run.stdout)
+            self.assertNotIn("probe", run.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
