@@ -6,6 +6,9 @@
 #   bash tools/cuda/run_on_device.sh '$BUILD/bifocal_cuda_tests 2>&1 | tail -5'     (every GPU test)
 # BUNDLE=.gpu/other.tar.xz picks another bundle (pack_for_device.sh's second argument); calls with
 # different bundles in one device call run one build after the other.
+# Under `timeout`, send a long command's output to a file (under $OUT, so that it comes back), not
+# through a pipe into `tail`: a timeout kills the pipe before `tail` prints, and the call returns
+# nothing. The whole GPU suite takes ~210 s on a warm machine, plus the bundle's unpacking (stop 69).
 set -euo pipefail
 root=$(pwd)
 bundle=${BUNDLE:-.gpu/bundle.tar.xz}
