@@ -111,12 +111,15 @@ def denominators_beside(attention_blocks, log_lines):
         denominators = read_stamps(log_lines, "denominators")
     except ValueError:
         return ""
+    # The points by their names in KERNELS, so that a reordered kernel moves them with its labels.
+    # Since stop 68 the epilogue awaits them right after S = q̂·Kᵀ, before h: S is in the wait's phase.
+    done_at = KERNELS["denominators"][1].index("counted done")
+    awaited_at = KERNELS["attention"][1].index("S made, denominators awaited")
     origin = min(stamps[0] for stamps in attention_blocks.values())
-    counted = [(s[7] - origin) / 1e3 for s in denominators.values()]
+    counted = [(s[done_at] - origin) / 1e3 for s in denominators.values()]
     started = [(s[0] - origin) / 1e3 for s in denominators.values()]
-    # since stop 68 the epilogue awaits them right after S = q̂·Kᵀ, before h: S is in the wait's phase
-    awaited = [(s[5] - origin) / 1e3 for s in attention_blocks.values()]
-    waited = [(s[5] - s[4]) / 1e3 for s in attention_blocks.values()]
+    awaited = [(s[awaited_at] - origin) / 1e3 for s in attention_blocks.values()]
+    waited = [(s[awaited_at] - s[awaited_at - 1]) / 1e3 for s in attention_blocks.values()]
     held = sum(1 for wait in waited if wait * 1e3 > TIMER_TICK_NS)
     return (f"\nThe denominators kernel beside it ({len(denominators)} blocks, the same layer, this clock): started "
             f"{min(started):.2f} to {max(started):.2f} µs, counted done {min(counted):.2f} to {max(counted):.2f} "
