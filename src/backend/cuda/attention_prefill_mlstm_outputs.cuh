@@ -255,7 +255,8 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
                                   bool chunk_in_place, int first_token, int first_head, int heads, int kv, T* out,
                                   Stamps& phases) {
   static_assert(D == 128 && DV == 128 && D == 2 * kTileKeys && kMlstmChunk == kTileKeys);
-  const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
+  const int group = a.query_heads / a.kv_heads;
+  const EpilogueRows r = epilogue_rows(m, group, first_token, first_head, heads, kv);
 
   // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
   const int chunk_buffer = state_buffer ^ 1;
@@ -277,7 +278,7 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
   chunk_scores<T, D>(s, rows.q, r.key_steps, chunk_rows.keys);
   float* weight_rows = reinterpret_cast<float*>(shared.keys[chunk_buffer]);
   static_assert(kBlockRows * kMlstmChunk * sizeof(float) <= sizeof(shared.keys[0]), "W's rows fit a key tile");
-  const GateFactors factors = await_gate_factors(m, r, a.query_heads / a.kv_heads, weight_rows);  // a barrier first
+  const GateFactors factors = await_gate_factors(m, r, group, weight_rows);  // a barrier first
   phases.mark(kAttentionDenominators);
   state_products<T, D, DV>(h, rows.q, state_tiles, value_offset);
   wait_async_copies<0>();
@@ -304,7 +305,8 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
                                        int heads, int kv, int first_value_column, T* out, Stamps& phases) {
   static_assert(D == 256 && DV == 128 && kMlstmChunk == kTileKeys);
   constexpr int kStateTiles = D / kTileKeys;  // C_c's rows in value tiles of kTileKeys rows
-  const EpilogueRows r = epilogue_rows(m, a.query_heads / a.kv_heads, first_token, first_head, heads, kv);
+  const int group = a.query_heads / a.kv_heads;
+  const EpilogueRows r = epilogue_rows(m, group, first_token, first_head, heads, kv);
   const int chunk_buffer = state_buffer ^ 1;
 
   // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
@@ -331,7 +333,7 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   float* weight_rows = reinterpret_cast<float*>(shared.keys[chunk_buffer] + kTileKeys * DV);
   static_assert(kTileKeys * DV + kBlockRows * kMlstmChunk * sizeof(float) / sizeof(T) <= kTileKeys * D,
                 "C_c's last tile and W's rows fit a key tile");
-  const GateFactors factors = await_gate_factors(m, r, a.query_heads / a.kv_heads, weight_rows);  // a barrier first
+  const GateFactors factors = await_gate_factors(m, r, group, weight_rows);  // a barrier first
   phases.mark(kAttentionDenominators);
   const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
   copy_tile_rows<DV, 1, T>({shared.keys[chunk_buffer]}, {state + (kStateTiles - 1) * kTileKeys * D}, 0, kTileKeys,
