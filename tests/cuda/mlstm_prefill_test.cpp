@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/cpu/mlstm.h"
+#include "backend/cuda/device_properties.h"
 #include "backend/cuda/recurrent_chunkwise.cuh"
 #include "cuda/recurrent_test_support.h"
 #include "cuda/shared_memory_poison.h"
@@ -357,6 +358,31 @@ TEST(MlstmPrefill, Qwen35LikeChunkOf4096TokensInBf16ProductsStaysWithinBf16Round
   }
   SCOPED_TRACE("seed " + std::to_string(seed) + " two calls, 1,000 + 3,096");
   expect_prefill_equals_recurrence(shape, 4096, Gates::Moderate, 1000, rng, log, cuda::MlstmProducts::Bf16);
+}
+
+// The denominators kernel in two blocks a (state, chunk) where twice its blocks fit one an SM, and
+// in one block where they do not (mlstm_prefill_denominator_parts), at both bf16 models' shapes in
+// bf16 products. The lengths follow this GPU's SM count, so that both plans run on any GPU: the most
+// chunks of 64 that fit the plan, the last one partial.
+TEST(MlstmPrefill, DenominatorsInOneAndTwoPartsStayWithinBf16Rounding) {
+  if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const unsigned seed = testing::fresh_seed();
+  std::mt19937 rng(seed);
+  static ErrorLog log{"mlstm prefill, the denominators in one and two parts"};
+  const auto products = cuda::MlstmProducts::Bf16;
+  const int multiprocessors = cuda::multiprocessor_count();
+  for (const cpu::MlstmShape shape : {cpu::MlstmShape{32, 8, 8, 128}, cpu::MlstmShape{16, 4, 4, 256}}) {
+    for (const int parts : {2, 1}) {
+      const int chunks = multiprocessors / (parts * shape.states), n = chunks * 64 - 23;
+      if (chunks < 2) GTEST_SKIP() << multiprocessors << " SMs: too few for two chunks in " << parts << " parts";
+      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n));
+      ASSERT_EQ(cuda::mlstm_prefill_denominator_parts(shape, n, products), parts);
+      for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
+        SCOPED_TRACE(name_of(gates));
+        expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, products);
+      }
+    }
+  }
 }
 
 // The mixers' calls: the gates in rows of a token's [input | forget | mix] pre-activations, and the

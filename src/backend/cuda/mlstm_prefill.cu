@@ -13,9 +13,10 @@
 //      (exact max-plus in double, M_0 = m_0): C_{c+1} = e^{M_c + b_L − M_{c+1}} C_c + e^{λ_c − M_{c+1}} ΔC̃_c,
 //      both factors ≤ 1, so nothing overflows for any gates or length. n is carried in double.
 //      The last one, rescaled to the recurrence's own m, is the state written back in place.
-//   3. denominators (state head × chunk; mlstm_prefill_denominators.cu): m_τ inside the chunk, the
-//      weights W_τj = e^{D_τj − m_τ} and e_τ = e^{b_τ + M_c − m_τ}, and 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6)
-//      for the state's G query heads (the normaliser path, double).
+//   3. denominators (state head × chunk, halves of its rows where that still fits one block an SM;
+//      mlstm_prefill_denominators.cu): m_τ inside the chunk, the weights W_τj = e^{D_τj − m_τ} and
+//      e_τ = e^{b_τ + M_c − m_τ}, and 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6) for the state's G query heads
+//      (the normaliser path, double).
 //   4. outputs (state head × chunk, its G query heads one after another):
 //      h_τ = (e_τ q̂_τᵀC_c + Σ_{j≤τ} W_τj (q̂_τ·k_j) v_j) / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6).
 //   Bifocal (MlstmOutputMix): kernel 3 folds the mix weight o_τ = sigmoid(mix gate) into the
@@ -443,6 +444,18 @@ void check_head_dim(int head_dim) {
     fail("mlstm_prefill", "head dimension " + std::to_string(head_dim) + " is not a multiple of 8 in 8 … 256");
 }
 
+// The arguments that fix a call's plan: its tokens, chunks, heads and d (the pointers come after).
+PrefillArgs call_shape(const cpu::MlstmShape& shape, int n, MlstmProducts products) {
+  PrefillArgs args{};
+  args.n = n;
+  args.chunk = chunk_length(shape, products);
+  args.chunks = (n + args.chunk - 1) / args.chunk;
+  args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
+  args.head_dim = shape.head_dim;
+  args.products = products;
+  return args;
+}
+
 }  // namespace
 
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products) {
@@ -452,6 +465,12 @@ std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, M
   const int chunk = chunk_length(shape, products);
   if (n > 0) carve_workspace(shape, n, chunk, bf16_outputs(shape, chunk, products), nullptr, &bytes);
   return bytes;
+}
+
+int mlstm_prefill_denominator_parts(const cpu::MlstmShape& shape, int n, MlstmProducts products) {
+  cpu::mlstm_check_shape(shape);
+  check_head_dim(shape.head_dim);
+  return n > 0 ? chunk_denominator_parts(call_shape(shape, n, products)) : 1;
 }
 
 template <typename Out>
@@ -472,17 +491,11 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   if (mix.gate != nullptr && mix.gate_stride < shape.query_heads)
     fail("mlstm_prefill", "mix gate stride " + std::to_string(mix.gate_stride) + " is less than the " +
                               std::to_string(shape.query_heads) + " query heads");
-  PrefillArgs args{};
-  args.n = n;
-  args.chunk = chunk_length(shape, products);
-  args.chunks = (n + args.chunk - 1) / args.chunk;
-  args.query_heads = shape.query_heads, args.kv_heads = shape.kv_heads, args.states = shape.states;
-  args.head_dim = shape.head_dim;
+  PrefillArgs args = call_shape(shape, n, products);
   args.q = q, args.k = k, args.v = v, args.gates = gates;
   args.state = state;
   args.out = out;
   args.mix = mix;
-  args.products = products;
   args.denominators_launch_next_after_wait = bool(window_branch);
   const bool bf16 = bf16_outputs(shape, args.chunk, products);
   args.work = carve_workspace(shape, n, args.chunk, bf16, workspace, nullptr);
@@ -490,7 +503,8 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   // The bf16 outputs kernel computes beside the window attention (PrefillArgs::outputs_beside_window).
   args.outputs_beside_window = bf16 && bool(window_branch);
   if (bf16) args.rounded = rounded;  // only the bf16 outputs kernel reads them
-  args.denominator_blocks = unsigned(shape.states * args.chunks);
+  args.denominator_parts = chunk_denominator_parts(args);
+  args.denominator_blocks = unsigned(shape.states * args.chunks * args.denominator_parts);
 
   // The window's gather before kernel 1, or beside it (recurrent_chunkwise.cuh: window_gather).
   const bool gather_beside = window_gather && args.state_chunks_within_one_an_sm();

@@ -16,7 +16,10 @@
 // three blocks an SM (73.6 with that prefetch), four heads' q in flight a tile pair ahead (56.0).
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/mlstm_prefill_device.cuh"
 #include "backend/cuda/phase_stamps.cuh"
@@ -31,9 +34,9 @@ namespace {
 using namespace mlstm_prefill_detail;
 
 // A debug build's phase stamps (phase_stamps.cuh; -DBIFOCAL_MLSTM_DENOMINATOR_PHASES=1): every
-// block of one launch prints `denominator-phases BLOCK t0 … t7 CYCLES`, BLOCK = c · states + s, and
-// `tools/cuda/phase_stamps.py --kernel denominators` reads them (stop 55 found half of a 1K block in
-// step 3). The points, in the kernel's order:
+// block of one launch prints `denominator-phases BLOCK t0 … t7 CYCLES`, BLOCK = (c · states + s) ·
+// parts + part, and `tools/cuda/phase_stamps.py --kernel denominators` reads them (stop 55 found
+// half of a 1K block in step 3). The points, in the kernel's order:
 enum DenominatorPhase : int {
   kDenominatorStart = 0,   // the block runs
   kDenominatorWaited,      // wait_for_previous_kernel returned: the scan's n_c, M_c, m_c are visible
@@ -65,7 +68,7 @@ constexpr int kLatencyBoundHeads = 4;
 
 // Block (s, c): the chunk c of state head s. kHeadDim, kChunk: d and L fixed at compile time (d = 128
 // and 256 at L = 64), so that the addresses fold; 0: the call's. The two kernels below run it.
-template <int kHeadDim, int kChunk, bool kLatencyBound>
+template <int kHeadDim, int kChunk, bool kLatencyBound, int kParts = 1>
 __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   constexpr int kLoadedFirst = kLatencyBound ? kLatencyBoundHeads : kPreloadedHeads;
   device::PhaseStamps<kDenominatorPhaseStamps> phases;  // a debug build's; nothing otherwise
@@ -75,10 +78,12 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   phases.mark(kDenominatorWaited);
   if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   const int d = kHeadDim != 0 ? kHeadDim : a.head_dim, L = kChunk != 0 ? kChunk : a.chunk;
-  const int s = blockIdx.x, c = blockIdx.y, group = a.group(), count = a.count(c);
+  constexpr int parts = kParts;  // PrefillArgs::denominator_parts, fixed at compile time (no registers)
+  const int s = blockIdx.x, c = blockIdx.y, part = kParts == 1 ? 0 : int(blockIdx.z);
+  const int group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-  const DenominatorLayout layout(L, d, group);
+  const DenominatorLayout layout(L, d, group, parts);
   extern __shared__ float4 shared_memory[];
   float* shared = reinterpret_cast<float*>(shared_memory);
   float* keys = shared + layout.keys;
@@ -94,9 +99,15 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   const auto query_row = [&](int head, int row) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
-  // Step 3's tiling (below): a warp's two m-tiles of 8 rows and its column group.
-  const int pairs = L / 16, pair = warp % pairs, column_group = warp / pairs, n_tiles = d / 8;
+  // Step 3's tiling (below): a warp's two m-tiles of 8 rows and its column group. With parts, the
+  // block takes the pairs part·pairs … part·pairs + pairs − 1 (PrefillArgs::denominator_parts).
+  const int pairs = L / 16 / parts, pair = part * pairs + warp % pairs, column_group = warp / pairs;
+  const int n_tiles = d / 8;
   const int m_tile[2] = {pair, L / 8 - 1 - pair};
+  const auto owns_row = [&](int r) {  // row r's m-tile is in one of this block's pairs
+    const int tile = r / 8;
+    return min(tile, L / 8 - 1 - tile) / pairs == part;
+  };
   const int row[2] = {8 * m_tile[0] + g, 8 * m_tile[1] + g};
   // q̂'s elements this lane multiplies for one head, the n-tile pair from first_tile on.
   const auto load_queries = [&](int head, int first_tile, float2 (&into)[2][2]) {
@@ -158,10 +169,11 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   float* chunk_weights = a.work.chunk_weights + chunk_index * L * L;
   for (int row = threadIdx.x; row < L; row += blockDim.x) {
     entering[row] = row < count ? exp(cumulative[row] + entry_scale - double(stabilizers[row])) : 0.0;
-    a.work.entering[chunk_index * L + row] = float(entering[row]);
+    if (owns_row(row)) a.work.entering[chunk_index * L + row] = float(entering[row]);
   }
   for (int item = threadIdx.x; item < L * L; item += blockDim.x) {
     const int row = item / L, j = item % L;
+    if (!owns_row(row)) continue;  // another part's row: neither read below nor written here
     const double w =
         j <= row && row < count ? exp(cumulative[row] - cumulative[j] + input[j] - double(stabilizers[row])) : 0.0;
     weights[row * layout.weight_stride + j] = w;
@@ -255,6 +267,7 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   // denominator, so that kernel 4 writes o·h onto the window branch (MlstmOutputMix).
   for (int item = threadIdx.x; item < group * L; item += blockDim.x) {
     const int row_of_item = item % L, head = item / L;
+    if (!owns_row(row_of_item)) continue;
     if (row_of_item >= count) {
       a.work.inverse_denominators[chunk_index * group * L + item] = 0.0f;
       continue;
@@ -274,7 +287,8 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   phases.mark(kDenominatorInverted);
   count_denominators_block_done(a);
   phases.mark(kDenominatorCounted);
-  phases.report("denominator-phases", denominator_phase_logs, kCountedDenominatorBlocks, c * gridDim.x + s,
+  phases.report("denominator-phases", denominator_phase_logs, kCountedDenominatorBlocks,
+                (c * gridDim.x + s) * gridDim.z + part,
                 kRecordedDenominatorLaunch);
 }
 
@@ -292,30 +306,49 @@ __global__ void __launch_bounds__(kDenominatorThreads) chunk_denominators_kernel
 // are literals; with it, both reach the PTX (.maxntid 256 and .maxnreg 88), and ptxas needs the
 // first too: under .maxnreg alone the same 88 registers spill 32 bytes, and the prefill gained 1.0%
 // where this form gains 1.5% (stop 56).
-template <int kHeadDim, int kChunk, int kRegisters = 88>
+template <int kHeadDim, int kChunk, int kParts = 1, int kRegisters = 88>
 __global__ void __launch_bounds__(kDenominatorThreads) __maxnreg__(kRegisters)
     latency_bound_denominators_kernel(PrefillArgs a) {
-  chunk_denominators<kHeadDim, kChunk, true>(a);
+  chunk_denominators<kHeadDim, kChunk, true, kParts>(a);
 }
 
-// The kernel compiled for d = kHeadDim at L = 64, in its latency-bound variant or not.
+// The kernel compiled for d = kHeadDim at L = 64: latency-bound in one or two parts, or not.
 template <int kHeadDim>
-auto fixed_shape_kernel(bool latency_bound) {
+auto fixed_shape_kernel(bool latency_bound, int parts) {
+  if (parts == 2) return latency_bound_denominators_kernel<kHeadDim, 64, 2>;
   return latency_bound ? latency_bound_denominators_kernel<kHeadDim, 64> : chunk_denominators_kernel<kHeadDim, 64>;
+}
+
+// The latency-bound variant's shapes: at most one (state, chunk) block an SM, for the bf16 models'.
+bool latency_bound_shape(const PrefillArgs& args) {
+  return args.query_heads / args.states <= kLatencyBoundHeads && args.state_chunks_within_one_an_sm();
 }
 
 }  // namespace
 
+// Two parts where the latency-bound variant runs at L = 64 and twice its blocks still fit one an SM
+// (1K tokens of the Qwen3.5-like shape: 128 blocks, not 64). Each epilogue beside the attention
+// waits for every block's count, so the kernel's end is on the layer's path: in halves it ends
+// sooner, +0.5% and +0.6% on Bifocal's 1K prefill there (H200, stop 70). Where two parts would put
+// two blocks on an SM (1K of Qwen3-4B: 256 blocks), their shared memory (2 × ~86 KB at d = 128)
+// leaves no attention block room beside them: −1.3% there, −0.3% at 2K of the Qwen3.5-like shape.
+int mlstm_prefill_detail::chunk_denominator_parts(const PrefillArgs& args) {
+  const bool fixed = args.chunk == 64 && (args.head_dim == 128 || args.head_dim == 256);
+  const bool halves_fit = 2 * std::int64_t(args.states) * args.chunks <= multiprocessor_count();
+  return fixed && latency_bound_shape(args) && halves_fit ? 2 : 1;
+}
+
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
-  const int group = args.query_heads / args.states;
+  const int group = args.query_heads / args.states, parts = args.denominator_parts;
   const bool fixed = args.chunk == 64;
-  // kLatencyBound: at most one block an SM, for the bf16 models' shapes.
-  const bool latency_bound = group <= kLatencyBoundHeads && args.state_chunks_within_one_an_sm();
-  const auto kernel = fixed && args.head_dim == 128   ? fixed_shape_kernel<128>(latency_bound)
-                      : fixed && args.head_dim == 256 ? fixed_shape_kernel<256>(latency_bound)
+  const bool latency_bound = latency_bound_shape(args);
+  if (parts != chunk_denominator_parts(args))
+    fail("chunk_denominators_kernel", "internal: " + std::to_string(parts) + " parts a chunk, not the plan's");
+  const auto kernel = fixed && args.head_dim == 128   ? fixed_shape_kernel<128>(latency_bound, parts)
+                      : fixed && args.head_dim == 256 ? fixed_shape_kernel<256>(latency_bound, parts)
                                                       : chunk_denominators_kernel<>;
-  launch_dependent(kernel, dim3(args.states, args.chunks), dim3(kDenominatorThreads),
-                   DenominatorLayout(args.chunk, args.head_dim, group).carve.bytes(), stream,
+  launch_dependent(kernel, dim3(args.states, args.chunks, parts), dim3(kDenominatorThreads),
+                   DenominatorLayout(args.chunk, args.head_dim, group, parts).carve.bytes(), stream,
                    "chunk_denominators_kernel", args);
 }
 

@@ -95,6 +95,10 @@ struct PrefillArgs {
   // the grid dependency, which waits for the attention too.
   bool outputs_beside_window = false;
   unsigned denominator_blocks = 0;
+  // Kernel 3's blocks a (state, chunk) is shared among (1 or 2; chunk_denominator_parts): each
+  // takes the rows of half the m-tile pairs (each pair balanced, so the halves are too) over twice
+  // the column groups, so that the kernel ends sooner where twice its blocks still fit one an SM.
+  int denominator_parts = 1;
   // The bf16 outputs kernel's blocks a state head's G query heads are shared among (1, 2, … | G).
   int output_head_parts = 1;
   // Kernel 1's blocks a (state, chunk) is shared among (1, 2, 4 | d / 8): each computes the
@@ -377,10 +381,10 @@ struct DenominatorLayout {
   int key_stride, weight_stride, column_groups;
   int keys, weights, input, log_forget, cumulative, entering, stabilizers, normalizer, partials;
   SharedCarve carve;
-  __host__ __device__ DenominatorLayout(int chunk, int d, int group) {
+  __host__ __device__ DenominatorLayout(int chunk, int d, int group, int parts = 1) {
     key_stride = round_up(d, 32) + 4;  // k as loaded (fp32): the fp64 products' B operands
     weight_stride = chunk + 4;         // doubles: the 8 rows of an fp64 A fragment in two wavefronts
-    column_groups = kDenominatorThreads / 32 / (chunk / 16);  // warps per m-tile pair
+    column_groups = kDenominatorThreads / 32 / (chunk / 16 / parts);  // warps per m-tile pair
     keys = carve.take(chunk * key_stride);
     weights = carve.take(2 * chunk * weight_stride);            // W_τj, double
     input = carve.take(2 * chunk);
@@ -400,6 +404,8 @@ void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 2 on `stream`: block (slice, s) per slice of state head s's elements of C and n.
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory.
+// Kernel 3's parts a (state, chunk) for these arguments (PrefillArgs::denominator_parts).
+int chunk_denominator_parts(const PrefillArgs& args);
 void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
 // Whether kernel 4 in bf16 products holds chunks of `chunk` tokens of head dimension d with
 // `group` query heads a state (L = 64; d a multiple of 32 up to 128, or 256).
