@@ -361,9 +361,10 @@ TEST(MlstmPrefill, Qwen35LikeChunkOf4096TokensInBf16ProductsStaysWithinBf16Round
 }
 
 // The denominators kernel in two blocks a (state, chunk) where twice its blocks fit one an SM, and
-// in one block where they do not (mlstm_prefill_denominator_parts), at both bf16 models' shapes in
-// bf16 products. The lengths follow this GPU's SM count, so that both plans run on any GPU: the most
-// chunks of 64 that fit the plan, the last one partial.
+// in one block where they do not (mlstm_prefill_denominator_parts), at the Qwen3.5-like shape (d =
+// 256) in bf16 products. The lengths follow this GPU's SM count, so that both plans run on any GPU:
+// the most chunks of 64 that fit the plan, the last one partial. Qwen3-4B's shape (d = 128) keeps one
+// part at the length where its halves would fit.
 TEST(MlstmPrefill, DenominatorsInOneAndTwoPartsStayWithinBf16Rounding) {
   if (!testing::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const unsigned seed = testing::fresh_seed();
@@ -371,16 +372,20 @@ TEST(MlstmPrefill, DenominatorsInOneAndTwoPartsStayWithinBf16Rounding) {
   static ErrorLog log{"mlstm prefill, the denominators in one and two parts"};
   const auto products = cuda::MlstmProducts::Bf16;
   const int multiprocessors = cuda::multiprocessor_count();
-  for (const cpu::MlstmShape shape : {cpu::MlstmShape{32, 8, 8, 128}, cpu::MlstmShape{16, 4, 4, 256}}) {
-    for (const int parts : {2, 1}) {
-      const int chunks = multiprocessors / (parts * shape.states), n = chunks * 64 - 23;
-      if (chunks < 2) GTEST_SKIP() << multiprocessors << " SMs: too few for two chunks in " << parts << " parts";
-      SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(shape) + " n=" + std::to_string(n));
-      ASSERT_EQ(cuda::mlstm_prefill_denominator_parts(shape, n, products), parts);
-      for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
-        SCOPED_TRACE(name_of(gates));
-        expect_prefill_equals_recurrence(shape, n, gates, 0, rng, log, products);
-      }
+  const auto length = [&](const cpu::MlstmShape& shape, int parts) {  // 0: too few SMs for two chunks
+    const int chunks = multiprocessors / (parts * shape.states);
+    return chunks < 2 ? 0 : chunks * 64 - 23;
+  };
+  const cpu::MlstmShape qwen3{32, 8, 8, 128}, qwen35_like{16, 4, 4, 256};
+  if (length(qwen35_like, 2) == 0 || length(qwen3, 2) == 0) GTEST_SKIP() << multiprocessors << " SMs: too few";
+  EXPECT_EQ(cuda::mlstm_prefill_denominator_parts(qwen3, length(qwen3, 2), products), 1);
+  for (const int parts : {2, 1}) {
+    const int n = length(qwen35_like, parts);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " " + testing::describe(qwen35_like) + " n=" + std::to_string(n));
+    ASSERT_EQ(cuda::mlstm_prefill_denominator_parts(qwen35_like, n, products), parts);
+    for (const Gates gates : {Gates::Moderate, Gates::Strong}) {
+      SCOPED_TRACE(name_of(gates));
+      expect_prefill_equals_recurrence(qwen35_like, n, gates, 0, rng, log, products);
     }
   }
 }

@@ -13,8 +13,8 @@
 //      (exact max-plus in double, M_0 = m_0): C_{c+1} = e^{M_c + b_L − M_{c+1}} C_c + e^{λ_c − M_{c+1}} ΔC̃_c,
 //      both factors ≤ 1, so nothing overflows for any gates or length. n is carried in double.
 //      The last one, rescaled to the recurrence's own m, is the state written back in place.
-//   3. denominators (state head × chunk, halves of its rows where that still fits one block an SM;
-//      mlstm_prefill_denominators.cu): m_τ inside the chunk, the weights W_τj = e^{D_τj − m_τ} and
+//   3. denominators (state head × chunk, halves of its rows at d = 256 where that still fits one
+//      block an SM; mlstm_prefill_denominators.cu): m_τ inside the chunk, the weights W_τj = e^{D_τj − m_τ} and
 //      e_τ = e^{b_τ + M_c − m_τ}, and 1 / (max(|q̂_τᵀn_τ|, e^{−m_τ}) + 1e-6) for the state's G query heads
 //      (the normaliser path, double).
 //   4. outputs (state head × chunk, its G query heads one after another):

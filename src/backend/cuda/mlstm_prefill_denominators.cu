@@ -312,10 +312,11 @@ __global__ void __launch_bounds__(kDenominatorThreads) __maxnreg__(kRegisters)
   chunk_denominators<kHeadDim, kChunk, true, kParts>(a);
 }
 
-// The kernel compiled for d = kHeadDim at L = 64: latency-bound in one or two parts, or not.
+// The kernel compiled for d = kHeadDim at L = 64: latency-bound in one part or (d = 256) two, or not.
 template <int kHeadDim>
 auto fixed_shape_kernel(bool latency_bound, int parts) {
-  if (parts == 2) return latency_bound_denominators_kernel<kHeadDim, 64, 2>;
+  if constexpr (kHeadDim == 256)
+    if (parts == 2) return latency_bound_denominators_kernel<kHeadDim, 64, 2>;
   return latency_bound ? latency_bound_denominators_kernel<kHeadDim, 64> : chunk_denominators_kernel<kHeadDim, 64>;
 }
 
@@ -326,14 +327,16 @@ bool latency_bound_shape(const PrefillArgs& args) {
 
 }  // namespace
 
-// Two parts where the latency-bound variant runs at L = 64 and twice its blocks still fit one an SM
-// (1K tokens of the Qwen3.5-like shape: 128 blocks, not 64). Each epilogue beside the attention
-// waits for every block's count, so the kernel's end is on the layer's path: in halves it ends
-// sooner, +0.5% and +0.6% on Bifocal's 1K prefill there (H200, stop 70). Where two parts would put
-// two blocks on an SM (1K of Qwen3-4B: 256 blocks), their shared memory (2 × ~86 KB at d = 128)
-// leaves no attention block room beside them: −1.3% there, −0.3% at 2K of the Qwen3.5-like shape.
+// Two parts where the latency-bound variant runs at L = 64, d = 256, and twice its blocks still fit
+// one an SM (1K tokens of the Qwen3.5-like shape: 128 blocks, not 64). Each epilogue beside the
+// attention waits for every block's count, so the kernel's end is on the layer's path: in halves it
+// ends sooner. Bifocal's prefill there: +1.5% at 1K and +3.0% at 512 tokens (H200, stop 71).
+// Not at d = 128, where the same plan lost 1.3% at 512 tokens of Qwen3-4B (128 blocks, one an SM;
+// H200, stop 71), nor where two parts would put two blocks on an SM (1K of Qwen3-4B: 256 blocks):
+// their shared memory leaves no attention block room beside them (−1.3% there, −0.3% at 2K of the
+// Qwen3.5-like shape; stop 70).
 int mlstm_prefill_detail::chunk_denominator_parts(const PrefillArgs& args) {
-  const bool fixed = args.chunk == 64 && (args.head_dim == 128 || args.head_dim == 256);
+  const bool fixed = args.chunk == 64 && args.head_dim == 256;
   const bool halves_fit = 2 * std::int64_t(args.states) * args.chunks <= multiprocessor_count();
   return fixed && latency_bound_shape(args) && halves_fit ? 2 : 1;
 }
