@@ -86,8 +86,7 @@ struct MlstmRoundedKeyValues {
 std::size_t mlstm_prefill_workspace_bytes(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 // How many blocks share each (state, chunk) in the denominators kernel for a call of n tokens: 2
 // where its latency-bound variant at d = 256 fits twice its blocks one an SM, else 1
-// (chunk_denominator_parts).
-// The tests choose n by it, so that both plans run on any GPU.
+// (chunk_denominator_parts). The tests choose n by it, so that both plans run on any GPU.
 int mlstm_prefill_denominator_parts(const cpu::MlstmShape& shape, int n, MlstmProducts products);
 // window_branch (Bifocal, optional): launches the window branch on `stream` between the
 // denominators kernel and the outputs kernel. The denominators kernel then lets the next kernel
