@@ -4,8 +4,10 @@
 
 DIR holds one folder per run, named BUILD.SHAPE.ROUND (ab_bench.sh's names), each with the
 bench.json of one `bifocal bench` call. For every shape, mixer and context the table gives each
-build's value in every round, its median over the rounds, and its change against the first build
-named on ab_bench.sh's command line (the order kept in DIR/builds.txt; alphabetical without it);
+build's value in every round, its median over the rounds, its change against the first build
+named on ab_bench.sh's command line (the order kept in DIR/builds.txt; alphabetical without it),
+and from SPREAD_MIN_ROUNDS rounds on its spread: the interquartile range over the median (a change
+smaller than the spreads is within the rounds' noise);
 then, per build, the last mixer's median as a share of the first mixer's (Bifocal / swa, the
 issue's "prefill ≥ 90% of swa's"). Rounds of different builds alternate in one device call, so
 drift of the machine (clocks under the power cap, another tenant) falls on all builds alike.
@@ -17,6 +19,15 @@ import statistics
 import sys
 
 METRICS = {"prefill": "prefill_tokens_per_second", "decode": "decode_tokens_per_second"}
+SPREAD_MIN_ROUNDS = 4  # fewer rounds have no quartiles worth the name
+
+
+def spread(series):
+    """The interquartile range over the median, as a percentage (Python's default, exclusive quartiles)."""
+    if len(series) < SPREAD_MIN_ROUNDS:
+        return ""
+    first, _, third = statistics.quantiles(series, n=4)
+    return f"{100 * (third - first) / statistics.median(series):.1f}%"
 
 
 def read_runs(directory):
@@ -55,7 +66,8 @@ def context_label(tokens):
 def summarise(runs, builds, metric="prefill"):
     key = METRICS[metric]
     shapes = sorted({shape for _, shape in runs})
-    lines = [f"{metric} tok/s; change against build `{builds[0]}` (median of the rounds)", ""]
+    lines = [f"{metric} tok/s; change against build `{builds[0]}` (median of the rounds); spread: interquartile "
+             f"range over the median (from {SPREAD_MIN_ROUNDS} rounds)", ""]
     for shape in shapes:
         per_build = {}  # build -> {(mixer, context): [value per round]}
         for build in builds:
@@ -68,8 +80,8 @@ def summarise(runs, builds, metric="prefill"):
         points = sorted({p for s in per_build.values() for p in s}, key=lambda p: (p[1], mixer_order(per_build, p[0])))
         if not points:
             continue
-        lines += [f"### {shape}", "", "| mixer | context | build | rounds | median | change |",
-                  "| --- | ---: | --- | --- | ---: | ---: |"]
+        lines += [f"### {shape}", "", "| mixer | context | build | rounds | median | change | spread |",
+                  "| --- | ---: | --- | --- | ---: | ---: | ---: |"]
         for mixer, context in points:
             base = per_build[builds[0]].get((mixer, context))
             base_median = statistics.median(base) if base else None
@@ -80,7 +92,8 @@ def summarise(runs, builds, metric="prefill"):
                 median = statistics.median(series)
                 change = "" if build == builds[0] or not base_median else f"{100 * (median / base_median - 1):+.1f}%"
                 rounds_text = " / ".join(f"{v:.0f}" for v in series)
-                lines.append(f"| {mixer} | {context_label(context)} | {build} | {rounds_text} | {median:.0f} | {change} |")
+                lines.append(f"| {mixer} | {context_label(context)} | {build} | {rounds_text} | {median:.0f} | {change} "
+                             f"| {spread(series)} |")
         mixers = sorted({m for m, _ in points}, key=lambda m: mixer_order(per_build, m))
         if len(mixers) >= 2:
             first, last = mixers[0], mixers[-1]

@@ -71,6 +71,18 @@ class AbSummaryTest(unittest.TestCase):
         table = ab_summary.summarise(runs, builds, "decode")
         self.assertIn(f"| {SWA} | 2K | b | 399 | 399 | +5.0% |", table)
 
+    def test_spread_is_the_interquartile_range_from_four_rounds(self):
+        self.write_two_builds()  # two rounds each: no spread
+        for number, value in [(3, 52000), (4, 53000)]:
+            self.write_run(f"base.qwen3-4b.{number}", [row(SWA, 1024, 61000), row(BIFOCAL, 1024, value - 3000)])
+        runs, builds = ab_summary.read_runs(self.root)
+        table = ab_summary.summarise(runs, builds)
+        # base's Bifocal: 51000 / 53000 / 49000 / 50000 -> quartiles (exclusive) 49250 and 52500, median 50500:
+        # (52500 − 49250) / 50500 = 6.4%.
+        self.assertIn(f"| {BIFOCAL} | 1K | base | 51000 / 53000 / 49000 / 50000 | 50500 |  | 6.4% |", table)
+        self.assertIn(f"| {BIFOCAL} | 1K | new | 54000 / 56000 | 55000 | +8.9% |  |", table)
+        self.assertIn("| change | spread |", table)
+
     def test_rows_without_the_metric_are_left_out(self):
         self.write_run("a.qwen3-4b.1", [row(SWA, 1024, None), row(BIFOCAL, 1024, 50000)])
         runs, builds = ab_summary.read_runs(self.root)
