@@ -2,8 +2,9 @@
 # A/B of two or more builds in one device call: `bifocal bench` of each build in turn, round after
 # round, so that the machine's drift (clocks under the power cap, a neighbour) falls on every build
 # alike; then ab_summary.py's table (each build's rounds, medians, change against the first build,
-# spread over the rounds, and Bifocal's share of swa). Run on the GPU machine (device tool, `carry: [".gpu"]`), with bundles
-# from tools/cuda/pack_for_device.sh, e.g. main's build and an experiment's:
+# spread over the rounds, and Bifocal's share of swa). Run on the GPU machine (device tool,
+# `carry: [".gpu"]`), with bundles from tools/cuda/pack_for_device.sh, e.g. main's build and an
+# experiment's:
 #   bash tools/cuda/pack_for_device.sh /work/build-main .gpu/main.tar.xz
 #   bash tools/cuda/pack_for_device.sh /work/build-cuda .gpu/gates.tar.xz
 #   bash tools/cuda/ab_bench.sh main=.gpu/main.tar.xz gates=.gpu/gates.tar.xz

@@ -92,8 +92,8 @@ def summarise(runs, builds, metric="prefill"):
                 median = statistics.median(series)
                 change = "" if build == builds[0] or not base_median else f"{100 * (median / base_median - 1):+.1f}%"
                 rounds_text = " / ".join(f"{v:.0f}" for v in series)
-                lines.append(f"| {mixer} | {context_label(context)} | {build} | {rounds_text} | {median:.0f} | {change} "
-                             f"| {spread(series)} |")
+                cells = [mixer, context_label(context), build, rounds_text, f"{median:.0f}", change, spread(series)]
+                lines.append("| " + " | ".join(cells) + " |")
         mixers = sorted({m for m, _ in points}, key=lambda m: mixer_order(per_build, m))
         if len(mixers) >= 2:
             first, last = mixers[0], mixers[-1]
