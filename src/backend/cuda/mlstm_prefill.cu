@@ -503,8 +503,7 @@ void mlstm_prefill(const cpu::MlstmShape& shape, const float* q, const float* k,
   // The bf16 outputs kernel computes beside the window attention (PrefillArgs::outputs_beside_window).
   args.outputs_beside_window = bf16 && bool(window_branch);
   if (bf16) args.rounded = rounded;  // only the bf16 outputs kernel reads them
-  args.denominator_parts = chunk_denominator_parts(args);
-  args.denominator_blocks = unsigned(shape.states * args.chunks * args.denominator_parts);
+  args.denominator_blocks = unsigned(shape.states * args.chunks * chunk_denominator_parts(args));
 
   // The window's gather before kernel 1, or beside it (recurrent_chunkwise.cuh: window_gather).
   const bool gather_beside = window_gather && args.state_chunks_within_one_an_sm();

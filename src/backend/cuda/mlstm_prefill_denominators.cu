@@ -17,9 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.h"
 #include "backend/cuda/mlstm_prefill_device.cuh"
 #include "backend/cuda/phase_stamps.cuh"
@@ -78,7 +76,7 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
   phases.mark(kDenominatorWaited);
   if (a.denominators_launch_next_after_wait) device::allow_next_kernel_launch();
   const int d = kHeadDim != 0 ? kHeadDim : a.head_dim, L = kChunk != 0 ? kChunk : a.chunk;
-  constexpr int parts = kParts;  // PrefillArgs::denominator_parts, fixed at compile time (no registers)
+  constexpr int parts = kParts;  // chunk_denominator_parts, fixed at compile time (no registers)
   const int s = blockIdx.x, c = blockIdx.y, part = kParts == 1 ? 0 : int(blockIdx.z);
   const int group = a.group(), count = a.count(c);
   const int kv = a.kv_head(s), first_head = s * group, first_token = c * L, width = round_up(d, 32);
@@ -100,7 +98,7 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
     return a.q + (std::size_t(first_token + row) * a.query_heads + first_head + head) * d;
   };
   // Step 3's tiling (below): a warp's two m-tiles of 8 rows and its column group. With parts, the
-  // block takes the pairs part·pairs … part·pairs + pairs − 1 (PrefillArgs::denominator_parts).
+  // block takes the pairs part·pairs … part·pairs + pairs − 1 (chunk_denominator_parts).
   const int pairs = L / 16 / parts, pair = part * pairs + warp % pairs, column_group = warp / pairs;
   const int n_tiles = d / 8;
   const int m_tile[2] = {pair, L / 8 - 1 - pair};
@@ -342,11 +340,9 @@ int mlstm_prefill_detail::chunk_denominator_parts(const PrefillArgs& args) {
 }
 
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
-  const int group = args.query_heads / args.states, parts = args.denominator_parts;
+  const int group = args.query_heads / args.states, parts = chunk_denominator_parts(args);
   const bool fixed = args.chunk == 64;
   const bool latency_bound = latency_bound_shape(args);
-  if (parts != chunk_denominator_parts(args))
-    fail("chunk_denominators_kernel", "internal: " + std::to_string(parts) + " parts a chunk, not the plan's");
   const auto kernel = fixed && args.head_dim == 128   ? fixed_shape_kernel<128>(latency_bound, parts)
                       : fixed && args.head_dim == 256 ? fixed_shape_kernel<256>(latency_bound, parts)
                                                       : chunk_denominators_kernel<>;

@@ -94,11 +94,7 @@ struct PrefillArgs {
   // block adds 1 when done, release; kernel 4 acquires the count of denominator_blocks) instead of
   // the grid dependency, which waits for the attention too.
   bool outputs_beside_window = false;
-  unsigned denominator_blocks = 0;
-  // Kernel 3's blocks a (state, chunk) is shared among (1 or 2; chunk_denominator_parts): each
-  // takes the rows of half the m-tile pairs (each pair balanced, so the halves are too) over twice
-  // the column groups, so that the kernel ends sooner where twice its blocks still fit one an SM.
-  int denominator_parts = 1;
+  unsigned denominator_blocks = 0;  // states · chunks · chunk_denominator_parts
   // The bf16 outputs kernel's blocks a state head's G query heads are shared among (1, 2, … | G).
   int output_head_parts = 1;
   // Kernel 1's blocks a (state, chunk) is shared among (1, 2, 4 | d / 8): each computes the
@@ -404,7 +400,9 @@ void launch_chunk_contributions(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 2 on `stream`: block (slice, s) per slice of state head s's elements of C and n.
 void launch_state_scan(const PrefillArgs& args, cudaStream_t stream);
 // Kernel 3 on `stream`: block (s, c), DenominatorLayout's shared memory.
-// Kernel 3's parts a (state, chunk) for these arguments (PrefillArgs::denominator_parts).
+// Kernel 3's blocks a (state, chunk) for these arguments, 1 or 2: each part takes the rows of half
+// the m-tile pairs (each pair balanced, so the halves are too) over twice the column groups, so
+// that the kernel ends sooner where twice its blocks still fit one an SM.
 int chunk_denominator_parts(const PrefillArgs& args);
 void launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream);
 // Whether kernel 4 in bf16 products holds chunks of `chunk` tokens of head dimension d with
