@@ -26,8 +26,8 @@ def spread(series):
     """The interquartile range over the median, as a percentage (Python's default, exclusive quartiles)."""
     if len(series) < SPREAD_MIN_ROUNDS:
         return ""
-    first, _, third = statistics.quantiles(series, n=4)
-    return f"{100 * (third - first) / statistics.median(series):.1f}%"
+    first, median, third = statistics.quantiles(series, n=4)  # the exclusive method's middle one is the median
+    return f"{100 * (third - first) / median:.1f}%"
 
 
 def read_runs(directory):
