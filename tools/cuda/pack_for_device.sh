@@ -6,7 +6,8 @@
 # The device side is tools/cuda/run_on_device.sh. Usage:
 # tools/cuda/pack_for_device.sh [BUILD_DIR=/work/build-cuda] [BUNDLE=.gpu/bundle.tar.xz] — a
 # second bundle (another branch's build) lets one device call run both. A call carries the working
-# tree (~41.5 MiB) and its carry paths within 64 MiB: two full bundles fit beside libs.tar.xz. With
+# tree (~43 MiB at stop 73, and growing) and its carry paths within 64 MiB: ~20 MiB of carry is
+# now too much (stop 73's was refused), so carry only the bundles the call runs. With
 # CONTENTS (default "bifocal bifocal_tests bifocal_cuda_tests timeline") a bundle holds only what
 # its call runs, e.g. CONTENTS=bifocal for an A/B build (~2.2 MB) or "bifocal bifocal_cuda_tests"
 # (~4.6 MB); `timeline` is the CUPTI library kernel_timeline.sh injects, and the CUPTI it links.
