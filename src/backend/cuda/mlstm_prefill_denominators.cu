@@ -334,9 +334,9 @@ bool latency_bound_shape(const PrefillArgs& args) {
 // their shared memory leaves no attention block room beside them (−1.3% there, −0.3% at 2K of the
 // Qwen3.5-like shape; stop 70).
 int mlstm_prefill_detail::chunk_denominator_parts(const PrefillArgs& args) {
-  const bool fixed = args.chunk == 64 && args.head_dim == 256;
+  const bool compiled_in_parts = args.chunk == 64 && args.head_dim == 256;  // fixed_shape_kernel<256>'s
   const bool halves_fit = 2 * std::int64_t(args.states) * args.chunks <= multiprocessor_count();
-  return fixed && latency_bound_shape(args) && halves_fit ? 2 : 1;
+  return compiled_in_parts && latency_bound_shape(args) && halves_fit ? 2 : 1;
 }
 
 void mlstm_prefill_detail::launch_chunk_denominators(const PrefillArgs& args, cudaStream_t stream) {
