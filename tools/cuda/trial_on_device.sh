@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device call for a patch's trial (bundles from tools/cuda/pack_trial.sh; `carry: [".gpu"]`):
+# the trial's GPU tests, an A/B of main against it (ab_bench.sh, rounds alternated until a time),
+# then the trial's 1K prefill layer timeline. What comes back under $OUT: gpu.txt, tests.txt,
+# ab/ab.md (rewritten after every round, so a call cut short keeps its rounds), ab_progress.txt
+# and timeline.md. Usage (on the GPU machine):
+#   bash tools/cuda/trial_on_device.sh NAME
+# Settings (environment):
+#   AB_UNTIL   seconds after the call's start at which no A/B round starts (default 420);
+#   TESTS      the gtest filter, or 0 for none (default: the prefill, mLSTM and model suites);
+#   SHAPES, CONTEXTS   the A/B's (default "qwen3-4b qwen3.5-4b-like", 512,1k,2k,4k);
+#   TIMELINE   "MIXER SHAPE" of the trial's 1K prefill timeline, or 0 for none
+#              (default "bifocal:window=448,state=kv qwen3-4b").
+set -uo pipefail  # no -e: a failing step must not hide the steps after it
+cd "$(dirname "$0")/../.."
+name=${1:?usage: tools/cuda/trial_on_device.sh NAME (a bundle .gpu/NAME.tar.xz beside .gpu/main.tar.xz)}
+out=${OUT:-/tmp/trial}
+mkdir -p "$out"
+for bundle in .gpu/main.tar.xz ".gpu/$name.tar.xz"; do
+  [ -f "$bundle" ] || { echo "trial_on_device: $bundle is missing (tools/cuda/pack_trial.sh makes it)" >&2; exit 2; }
+done
+began=$(date +%s)
+elapsed() { echo $(( $(date +%s) - began )); }
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee "$out/gpu.txt"
+
+prefill_suites='*BifocalPrefillMix*:*CudaPrefillAttention*:*MlstmKernels*:*MlstmPrefill*:*TensorCorePrefill*'
+filter=${TESTS:-"$prefill_suites:*CudaModel*"}
+if [ "$filter" != 0 ]; then
+  # under `timeout` the output goes to a file, not a pipe (run_on_device.sh says why)
+  BUNDLE=".gpu/$name.tar.xz" timeout 300 bash tools/cuda/run_on_device.sh \
+    "\$BUILD/bifocal_cuda_tests --gtest_filter='$filter' > '$out/tests.txt' 2>&1
+     echo \"exit status \$?\" >> '$out/tests.txt'"
+  grep -E '^\[  (FAILED|PASSED) |^\[==========\]|exit status|Failure' "$out/tests.txt" | head -40
+  echo "trial_on_device: tests ended at $(elapsed) s"
+fi
+
+until_s=$(( ${AB_UNTIL:-420} - $(elapsed) ))
+if [ "$until_s" -gt 0 ]; then
+  OUT="$out" ROUNDS=100 ROUNDS_UNTIL_S="$until_s" CONTEXTS="${CONTEXTS:-512,1k,2k,4k}" \
+    SHAPES="${SHAPES:-qwen3-4b qwen3.5-4b-like}" \
+    bash tools/cuda/ab_bench.sh main=.gpu/main.tar.xz "$name=.gpu/$name.tar.xz" 2> "$out/ab_progress.txt"
+  tail -2 "$out/ab_progress.txt"
+  echo "trial_on_device: A/B ended at $(elapsed) s"
+fi
+
+timeline=${TIMELINE:-bifocal:window=448,state=kv qwen3-4b}
+if [ "$timeline" != 0 ]; then
+  read -r mixer shape <<< "$timeline"
+  BUNDLE=".gpu/$name.tar.xz" timeout 120 bash tools/cuda/run_on_device.sh \
+    "bash tools/cuda/kernel_timeline.sh '$mixer' '$shape' /tmp/trial-timeline 1k prefill > /dev/null 2>&1"
+  cp /tmp/trial-timeline/timeline.md "$out/timeline.md" 2>/dev/null && sed -n '/Each kernel/,$p' "$out/timeline.md"
+fi
+echo "trial_on_device: the call took $(elapsed) s"
