@@ -36,7 +36,9 @@ for item in $contents; do
   fi
 done
 echo "$build" > "$stage/build_dir"
-pwd > "$stage/source_dir"  # the tests find their golden files under it (run_on_device.sh links it)
+# the tests find their golden files under it (run_on_device.sh links it); SOURCE_DIR names another
+# checkout of the same files where this tree will not last (pack_trial.sh's scratch worktree)
+echo "${SOURCE_DIR:-$(pwd)}" > "$stage/source_dir"
 mkdir -p "$(dirname "$bundle")"
 tar -C "$stage" -cJf "$bundle" bin build_dir source_dir
 libs="$(dirname "$bundle")/libs.tar.xz"

@@ -8,7 +8,8 @@
 #   tools/cuda/pack_trial.sh PATCH NAME [BUILD_DIR=/work/build-trial]
 # NAME: letters, digits, '_' and '-' (it names the bundle and the A/B's build), not "main".
 # The worktree is always /tmp/bifocal-trial, so that BUILD_DIR (CMake ties a build directory to
-# its source path) serves every later trial; GPU_DIR (default .gpu) is where the bundles go.
+# its source path) serves every later trial. GPU_DIR (default .gpu, under the repo's root) is where
+# the bundles go, and where trial_on_device.sh reads them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 patch=${1:?usage: tools/cuda/pack_trial.sh PATCH NAME [BUILD_DIR]}
@@ -32,20 +33,14 @@ if ! git -C "$worktree" apply --check "$patch" 2>/dev/null; then
   exit 1
 fi
 git -C "$worktree" apply "$patch"
-# The bundles record the tree they were built from (source_dir) for the tests' golden files:
-# the trial's worktree is removed at the end, so record this checkout instead, whose golden
-# files are the same unless the patch changes them.
+# The bundles name this checkout as their source tree (the tests' golden files): the worktree
+# goes at the end, and its golden files are this checkout's unless the patch changes them.
+export SOURCE_DIR=$root
 CONTENTS="bifocal bifocal_cuda_tests timeline" \
   bash "$worktree/tools/cuda/pack_for_device.sh" "$build" "$gpu_dir/$name.tar.xz"
 git -C "$worktree" apply -R "$patch"  # HEAD again (added files gone too): only those files rebuild
 CONTENTS="bifocal" bash "$worktree/tools/cuda/pack_for_device.sh" "$build" "$gpu_dir/main.tar.xz"
-for bundle in "$gpu_dir/$name.tar.xz" "$gpu_dir/main.tar.xz"; do
-  stage=$(mktemp -d)
-  tar -C "$stage" -xJf "$bundle"
-  echo "$root" > "$stage/source_dir"
-  tar -C "$stage" -cJf "$bundle" bin build_dir source_dir
-  rm -rf "$stage"
-done
 echo "pack_trial: $gpu_dir/$name.tar.xz (HEAD + $(basename "$patch"))," \
   "$gpu_dir/main.tar.xz (HEAD, $(git rev-parse --short HEAD))"
-echo "next: run(command=\"bash tools/cuda/trial_on_device.sh $name\", carry=[\".gpu\"])"
+echo "next: run(command=\"GPU_DIR=${GPU_DIR:-.gpu} bash tools/cuda/trial_on_device.sh $name\"," \
+  "carry=[\"${GPU_DIR:-.gpu}\"])"

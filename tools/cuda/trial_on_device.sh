@@ -6,6 +6,7 @@
 # and timeline.md. Usage (on the GPU machine):
 #   bash tools/cuda/trial_on_device.sh NAME
 # Settings (environment):
+#   GPU_DIR    the bundles' folder, as pack_trial.sh was given it (default .gpu);
 #   AB_UNTIL   seconds after the call's start at which no A/B round starts (default 420);
 #   TESTS      the gtest filter, or 0 for none (default: the prefill, mLSTM and model suites);
 #   SHAPES, CONTEXTS   the A/B's (default "qwen3-4b qwen3.5-4b-like", 512,1k,2k,4k);
@@ -13,10 +14,11 @@
 #              (default "bifocal:window=448,state=kv qwen3-4b").
 set -uo pipefail  # no -e: a failing step must not hide the steps after it
 cd "$(dirname "$0")/../.."
-name=${1:?usage: tools/cuda/trial_on_device.sh NAME (a bundle .gpu/NAME.tar.xz beside .gpu/main.tar.xz)}
+name=${1:?usage: tools/cuda/trial_on_device.sh NAME (a bundle GPU_DIR/NAME.tar.xz beside GPU_DIR/main.tar.xz)}
+gpu_dir=${GPU_DIR:-.gpu}
 out=${OUT:-/tmp/trial}
 mkdir -p "$out"
-for bundle in .gpu/main.tar.xz ".gpu/$name.tar.xz"; do
+for bundle in "$gpu_dir/main.tar.xz" "$gpu_dir/$name.tar.xz"; do
   [ -f "$bundle" ] || { echo "trial_on_device: $bundle is missing (tools/cuda/pack_trial.sh makes it)" >&2; exit 2; }
 done
 began=$(date +%s)
@@ -27,7 +29,7 @@ prefill_suites='*BifocalPrefillMix*:*CudaPrefillAttention*:*MlstmKernels*:*Mlstm
 filter=${TESTS:-"$prefill_suites:*CudaModel*"}
 if [ "$filter" != 0 ]; then
   # under `timeout` the output goes to a file, not a pipe (run_on_device.sh says why)
-  BUNDLE=".gpu/$name.tar.xz" timeout 300 bash tools/cuda/run_on_device.sh \
+  BUNDLE="$gpu_dir/$name.tar.xz" timeout 300 bash tools/cuda/run_on_device.sh \
     "\$BUILD/bifocal_cuda_tests --gtest_filter='$filter' > '$out/tests.txt' 2>&1
      echo \"exit status \$?\" >> '$out/tests.txt'"
   grep -E '^\[  (FAILED|PASSED) |^\[==========\]|exit status|Failure' "$out/tests.txt" | head -40
@@ -38,7 +40,7 @@ until_s=$(( ${AB_UNTIL:-420} - $(elapsed) ))
 if [ "$until_s" -gt 0 ]; then
   OUT="$out" ROUNDS=100 ROUNDS_UNTIL_S="$until_s" CONTEXTS="${CONTEXTS:-512,1k,2k,4k}" \
     SHAPES="${SHAPES:-qwen3-4b qwen3.5-4b-like}" \
-    bash tools/cuda/ab_bench.sh main=.gpu/main.tar.xz "$name=.gpu/$name.tar.xz" 2> "$out/ab_progress.txt"
+    bash tools/cuda/ab_bench.sh main="$gpu_dir/main.tar.xz" "$name=$gpu_dir/$name.tar.xz" 2> "$out/ab_progress.txt"
   tail -2 "$out/ab_progress.txt"
   echo "trial_on_device: A/B ended at $(elapsed) s"
 fi
@@ -46,7 +48,7 @@ fi
 timeline=${TIMELINE:-bifocal:window=448,state=kv qwen3-4b}
 if [ "$timeline" != 0 ]; then
   read -r mixer shape <<< "$timeline"
-  BUNDLE=".gpu/$name.tar.xz" timeout 120 bash tools/cuda/run_on_device.sh \
+  BUNDLE="$gpu_dir/$name.tar.xz" timeout 120 bash tools/cuda/run_on_device.sh \
     "bash tools/cuda/kernel_timeline.sh '$mixer' '$shape' /tmp/trial-timeline 1k prefill > /dev/null 2>&1"
   cp /tmp/trial-timeline/timeline.md "$out/timeline.md" 2>/dev/null && sed -n '/Each kernel/,$p' "$out/timeline.md"
 fi
