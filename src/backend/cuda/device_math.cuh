@@ -119,14 +119,20 @@ __device__ __forceinline__ void add2(T* dst, float a, float b) {
 // Bifocal's memory weight o = sigmoid(mix gate) (DESIGN.md bifocal, as mixer/bifocal_mixer.cpp):
 // out = o·mLSTM + (1 − o)·window.
 __device__ __forceinline__ float bifocal_memory_weight(float mix_gate) { return 1.0f / (1.0f + expf(-mix_gate)); }
-// The window branch's share 1 − o of output row (token, head), from a token's mix gates in rows of
-// `stride`; 1 without a gate (swa's attention, which shares the prefill kernels).
+// Output row (token, head)'s mix gate pre-activation, from a token's mix gates in rows of `stride`
+// and the product's bias (as gemm's add_bias would add it), where the gate rows come without it.
+__device__ __forceinline__ float bifocal_mix_gate(const float* mix_gate, int stride, int token, int head,
+                                                  const float* bias = nullptr) {
+  float pre_activation = mix_gate[std::size_t(token) * stride + head];
+  if (bias != nullptr) pre_activation += bias[head];
+  return pre_activation;
+}
+// The window branch's share 1 − o of output row (token, head); 1 without a gate (swa's attention,
+// which shares the prefill kernels).
 __device__ __forceinline__ float bifocal_window_share(const float* mix_gate, int stride, int token, int head,
                                                      const float* bias = nullptr) {
   if (mix_gate == nullptr) return 1.0f;
-  float pre_activation = mix_gate[std::size_t(token) * stride + head];
-  if (bias != nullptr) pre_activation += bias[head];  // the product's bias, as gemm's add_bias would add it
-  return 1.0f - bifocal_memory_weight(pre_activation);
+  return 1.0f - bifocal_memory_weight(bifocal_mix_gate(mix_gate, stride, token, head, bias));
 }
 
 // 16 bytes of T as floats: 8 bf16, 8 fp16 or 4 fp32 (the pointer argument only selects the

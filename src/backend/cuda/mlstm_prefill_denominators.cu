@@ -275,11 +275,10 @@ __device__ __forceinline__ void chunk_denominators(const PrefillArgs& a) {
       query_normalizer += partials[column_group_index * group * L + item];
     const double denominator = fmax(fabs(query_normalizer), exp(-double(stabilizers[row_of_item]))) + 1e-6;
     float inverse = float(1.0 / denominator);
-    if (a.mix.gate != nullptr) {
-      float mix_gate = a.mix.gate[std::size_t(first_token + row_of_item) * a.mix.gate_stride + first_head + head];
-      if (a.mix.gate_bias != nullptr) mix_gate += a.mix.gate_bias[first_head + head];  // MlstmOutputMix
-      inverse *= device::bifocal_memory_weight(mix_gate);
-    }
+    if (a.mix.gate != nullptr)  // MlstmOutputMix
+      inverse *= device::bifocal_memory_weight(device::bifocal_mix_gate(a.mix.gate, a.mix.gate_stride,
+                                                                        first_token + row_of_item, first_head + head,
+                                                                        a.mix.gate_bias));
     a.work.inverse_denominators[chunk_index * group * L + item] = inverse;
   }
   phases.mark(kDenominatorInverted);
