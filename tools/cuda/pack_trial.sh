@@ -27,9 +27,10 @@ worktree=/tmp/bifocal-trial
 git worktree remove --force "$worktree" >/dev/null 2>&1 || rm -rf "$worktree"
 git worktree prune
 trap 'git -C "$root" worktree remove --force "$worktree" >/dev/null 2>&1 || true' EXIT
-git worktree add -q --detach "$worktree" HEAD
+head=$(git rev-parse --short HEAD)  # read once: the checkout may move while this builds
+git worktree add -q --detach "$worktree" "$head"
 if ! git -C "$worktree" apply --check "$patch" 2>/dev/null; then
-  echo "pack_trial: $patch does not apply on HEAD ($(git rev-parse --short HEAD))" >&2
+  echo "pack_trial: $patch does not apply on HEAD ($head)" >&2
   exit 1
 fi
 git -C "$worktree" apply "$patch"
@@ -41,6 +42,6 @@ CONTENTS="bifocal bifocal_cuda_tests timeline" \
 git -C "$worktree" apply -R "$patch"  # HEAD again (added files gone too): only those files rebuild
 CONTENTS="bifocal" bash "$worktree/tools/cuda/pack_for_device.sh" "$build" "$gpu_dir/main.tar.xz"
 echo "pack_trial: $gpu_dir/$name.tar.xz (HEAD + $(basename "$patch"))," \
-  "$gpu_dir/main.tar.xz (HEAD, $(git rev-parse --short HEAD))"
+  "$gpu_dir/main.tar.xz (HEAD, $head)"
 echo "next: run(command=\"GPU_DIR=${GPU_DIR:-.gpu} bash tools/cuda/trial_on_device.sh $name\"," \
   "carry=[\"${GPU_DIR:-.gpu}\"])"
