@@ -2,8 +2,8 @@
 # One device call for a patch's trial (bundles from tools/cuda/pack_trial.sh; `carry: [".gpu"]`):
 # the trial's GPU tests, an A/B of main against it (ab_bench.sh, rounds alternated until a time),
 # then the trial's 1K prefill layer timeline. What comes back under $OUT: gpu.txt, tests.txt,
-# ab/ab.md (rewritten after every round, so a call cut short keeps its rounds), ab_progress.txt
-# and timeline.md. Usage (on the GPU machine):
+# ab/ab.md (rewritten after every round, so a call cut short keeps its rounds), ab_rounds.tar.gz
+# (each round's bench files), ab_progress.txt and timeline.md. Usage (on the GPU machine):
 #   bash tools/cuda/trial_on_device.sh NAME
 # Settings (environment):
 #   GPU_DIR    the bundles' folder, as pack_trial.sh was given it (default .gpu);
@@ -42,6 +42,8 @@ if [ "$until_s" -gt 0 ]; then
     SHAPES="${SHAPES:-qwen3-4b qwen3.5-4b-like}" \
     bash tools/cuda/ab_bench.sh main="$gpu_dir/main.tar.xz" "$name=$gpu_dir/$name.tar.xz" 2> "$out/ab_progress.txt"
   tail -2 "$out/ab_progress.txt"
+  # the device tool returns only a few files a call: the rounds' ~350 travel as one archive
+  (cd "$out/ab" && ls -d */ > /dev/null 2>&1 && tar -czf ../ab_rounds.tar.gz */ && rm -rf -- */)
   echo "trial_on_device: A/B ended at $(elapsed) s"
 fi
 

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call for main's build (a bundle from pack_for_device.sh with CONTENTS "bifocal
+# bifocal_cuda_tests"): every GPU test, then the issue's tables (issue_tables.sh). What comes back
+# under $OUT: gpu.txt, tests.txt (gtest's whole output and its exit status) and tables.tar.gz (the
+# device tool returns only a few files a call, so the tables' ~20 travel as one). Usage (on the GPU
+# machine, `carry` naming the bundle's folder):
+#   bash tools/cuda/main_on_device.sh BUNDLE
+# Settings (environment): TESTS_LIMIT, the suite's time limit in s (default 330: the whole suite
+# took ~270 s on stop 70's H200, ~300 s on stop 76's H100), or 0 for no tests; TESTS, a gtest
+# filter (default: every test); TABLES=0 skips the tables.
+set -uo pipefail  # no -e: failing tests must not hide the tables
+cd "$(dirname "$0")/../.."
+bundle=${1:?usage: tools/cuda/main_on_device.sh BUNDLE (from pack_for_device.sh)}
+[ -f "$bundle" ] || { echo "main_on_device: $bundle is missing (tools/cuda/pack_for_device.sh makes it)" >&2; exit 2; }
+out=${OUT:-/tmp/main-on-device}
+mkdir -p "$out"
+began=$(date +%s)
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee "$out/gpu.txt"
+limit=${TESTS_LIMIT:-330}
+if [ "$limit" != 0 ]; then
+  # gtest's output goes to a file, not a pipe: a timeout would take the pipe's tail with it
+  BUNDLE=$bundle OUT=$out LIMIT=$limit FILTER=${TESTS:-*} bash tools/cuda/run_on_device.sh \
+    'timeout $LIMIT $BUILD/bifocal_cuda_tests --gtest_filter="$FILTER" > $OUT/tests.txt 2>&1
+     echo "exit status $?" >> $OUT/tests.txt'
+  grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[==========\]|exit status" "$out/tests.txt" | head -30
+  echo "main_on_device: tests ended at $(( $(date +%s) - began )) s"
+fi
+if [ "${TABLES:-1}" != 0 ]; then
+  BUNDLE=$bundle OUT=$out bash tools/cuda/run_on_device.sh 'bash tools/cuda/issue_tables.sh $BUILD/bifocal $OUT/tables'
+  cat "$out/tables/targets.md" 2>/dev/null
+  tar -C "$out" -czf "$out/tables.tar.gz" tables && rm -rf "$out/tables"
+fi
+echo "main_on_device: the call took $(( $(date +%s) - began )) s"
