@@ -34,9 +34,9 @@ if ! git -C "$worktree" apply --check "$patch" 2>/dev/null; then
   exit 1
 fi
 git -C "$worktree" apply "$patch"
-# The bundles name this checkout as their source tree (the tests' golden files): the worktree
-# goes at the end, and its golden files are this checkout's unless the patch changes them.
-export SOURCE_DIR=$root
+# The bundles name the worktree as their source tree, the path their tests look for golden files
+# under: on the GPU machine run_on_device.sh links it to the repo's copy there, whose golden files
+# are the worktree's unless the patch changes them.
 CONTENTS="bifocal bifocal_cuda_tests timeline" \
   bash "$worktree/tools/cuda/pack_for_device.sh" "$build" "$gpu_dir/$name.tar.xz"
 git -C "$worktree" apply -R "$patch"  # HEAD again (added files gone too): only those files rebuild
