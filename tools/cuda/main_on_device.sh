@@ -3,8 +3,9 @@
 # bifocal_cuda_tests"): every GPU test, then the issue's tables (issue_tables.sh). What comes back
 # under $OUT: gpu.txt, tests.txt (gtest's whole output and its exit status) and tables.tar.gz (the
 # device tool returns only a few files a call, so the tables' ~20 travel as one). Usage (on the GPU
-# machine, `carry` naming the bundle's folder):
-#   bash tools/cuda/main_on_device.sh BUNDLE
+# machine, `carry` naming the bundle's folder), after packing main here:
+#   CONTENTS="bifocal bifocal_cuda_tests" bash tools/cuda/pack_for_device.sh /work/build-cuda .gpu/main-tests.tar.xz
+#   bash tools/cuda/main_on_device.sh .gpu/main-tests.tar.xz
 # Settings (environment): TESTS_LIMIT, the suite's time limit in s (default 330: the whole suite
 # took ~270 s on stop 70's H200, ~300 s on stop 76's H100), or 0 for no tests; TESTS, a gtest
 # filter (default: every test); TABLES=0 skips the tables.
