@@ -19,11 +19,7 @@ began=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee "$out/gpu.txt"
 limit=${TESTS_LIMIT:-330}
 if [ "$limit" != 0 ]; then
-  # gtest's output goes to a file, not a pipe: a timeout would take the pipe's tail with it
-  BUNDLE=$bundle OUT=$out LIMIT=$limit FILTER=${TESTS:-*} bash tools/cuda/run_on_device.sh \
-    'timeout $LIMIT $BUILD/bifocal_cuda_tests --gtest_filter="$FILTER" > $OUT/tests.txt 2>&1
-     echo "exit status $?" >> $OUT/tests.txt'
-  grep -E "^\[  FAILED  \]|^\[  PASSED  \]|^\[==========\]|exit status" "$out/tests.txt" | head -30
+  bash tools/cuda/gpu_tests.sh "$bundle" "${TESTS:-*}" "$limit" "$out/tests.txt"
   echo "main_on_device: tests ended at $(( $(date +%s) - began )) s"
 fi
 if [ "${TABLES:-1}" != 0 ]; then

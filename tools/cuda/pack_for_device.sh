@@ -36,11 +36,10 @@ for item in $contents; do
   fi
 done
 echo "$build" > "$stage/build_dir"
-# The tests find their golden files under the source tree CMake configured the build from, a path
-# compiled into them (BIFOCAL_GOLDEN_DIR), and run_on_device.sh links that path to its copy of the
-# repo. It is this tree: cmake above refuses a build directory configured from another. Stop 76
-# recorded another tree here and 19 model tests failed on the GPU, their golden files not found.
-echo "$(pwd)" > "$stage/source_dir"
+# The tests look for golden files under the tree CMake configured the build from (a path compiled
+# into them), and run_on_device.sh links that path to its copy of the repo. It is this tree: cmake
+# above refuses a build directory configured from another.
+pwd > "$stage/source_dir"
 mkdir -p "$(dirname "$bundle")"
 tar -C "$stage" -cJf "$bundle" bin build_dir source_dir
 libs="$(dirname "$bundle")/libs.tar.xz"

@@ -28,11 +28,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee "$out/g
 prefill_suites='*BifocalPrefillMix*:*CudaPrefillAttention*:*MlstmKernels*:*MlstmPrefill*:*TensorCorePrefill*'
 filter=${TESTS:-"$prefill_suites:*CudaModel*"}
 if [ "$filter" != 0 ]; then
-  # under `timeout` the output goes to a file, not a pipe (run_on_device.sh says why)
-  BUNDLE="$gpu_dir/$name.tar.xz" timeout 300 bash tools/cuda/run_on_device.sh \
-    "\$BUILD/bifocal_cuda_tests --gtest_filter='$filter' > '$out/tests.txt' 2>&1
-     echo \"exit status \$?\" >> '$out/tests.txt'"
-  grep -E '^\[  (FAILED|PASSED) |^\[==========\]|exit status|Failure' "$out/tests.txt" | head -40
+  bash tools/cuda/gpu_tests.sh "$gpu_dir/$name.tar.xz" "$filter" 300 "$out/tests.txt"
   echo "trial_on_device: tests ended at $(elapsed) s"
 fi
 
