@@ -12,7 +12,9 @@
 set -uo pipefail  # no -e: failing tests must not hide the tables
 cd "$(dirname "$0")/../.."
 bundle=${1:?usage: tools/cuda/main_on_device.sh BUNDLE (from pack_for_device.sh)}
-[ -f "$bundle" ] || { echo "main_on_device: $bundle is missing (tools/cuda/pack_for_device.sh makes it)" >&2; exit 2; }
+for file in "$bundle" "$(dirname "$bundle")/libs.tar.xz"; do
+  [ -f "$file" ] || { echo "main_on_device: $file is missing (tools/cuda/pack_for_device.sh makes it)" >&2; exit 2; }
+done
 out=${OUT:-/tmp/main-on-device}
 mkdir -p "$out"
 began=$(date +%s)

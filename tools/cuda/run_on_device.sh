@@ -15,7 +15,11 @@ root=$(pwd)
 bundle=${BUNDLE:-.gpu/bundle.tar.xz}
 stage=/tmp/bifocal-gpu-$(basename "$bundle" .tar.xz)
 rm -rf "$stage" && mkdir -p "$stage" && tar -C "$stage" -xJf "$bundle"
-[ -d "$stage/lib" ] || tar -C "$stage" -xJf "$(dirname "$bundle")/libs.tar.xz"
+if [ ! -d "$stage/lib" ]; then
+  libs="$(dirname "$bundle")/libs.tar.xz"
+  [ -f "$libs" ] || { echo "run_on_device: $libs is missing (pack_for_device.sh makes it)" >&2; exit 2; }
+  tar -C "$stage" -xJf "$libs"
+fi
 build=$(cat "$stage/build_dir")
 mkdir -p "$(dirname "$build")" /work
 # The tests' BIFOCAL_GOLDEN_DIR was compiled as SOURCE/tests/golden: SOURCE is the tree the bundle

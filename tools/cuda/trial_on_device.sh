@@ -18,7 +18,9 @@ name=${1:?usage: tools/cuda/trial_on_device.sh NAME (a bundle GPU_DIR/NAME.tar.x
 gpu_dir=${GPU_DIR:-.gpu}
 out=${OUT:-/tmp/trial}
 mkdir -p "$out"
-for bundle in "$gpu_dir/main.tar.xz" "$gpu_dir/$name.tar.xz"; do
+# The shared libraries too (pack_for_device.sh): without them every step fails, after using the
+# call's device time (stop 77's third call, 150 s).
+for bundle in "$gpu_dir/main.tar.xz" "$gpu_dir/$name.tar.xz" "$gpu_dir/libs.tar.xz"; do
   [ -f "$bundle" ] || { echo "trial_on_device: $bundle is missing (tools/cuda/pack_trial.sh makes it)" >&2; exit 2; }
 done
 began=$(date +%s)
