@@ -79,7 +79,8 @@ std::string bench_markdown(const BenchReport& report) {
                     "Roofline: the fewest bytes a decode step moves (weights + cache/state read and written) at the "
                     "measured copy bandwidth; ratio = achieved / measured bandwidth. Prefill and TTFT: the whole context "
                     "prefilled at once (passes of {} tokens), median over {} timed prefills after an untimed "
-                    "warm-up prefill of up to {} tokens.\n\n",
+                    "warm-up prefill of up to {} tokens. Each mixer runs in a fresh CUDA context, as if alone in "
+                    "its process.\n\n",
                     report.date, report.repeats, report.generated_tokens, report.prefill_chunk,
                     report.repeats, report.prefill_chunk);
   md += "| mixer | context | decode tok/s | roofline tok/s | ratio | prefill tok/s | TTFT s | weights | cache (measured) "

@@ -124,7 +124,13 @@ BenchReport run_bench(const BenchOptions& options, const std::function<void(cons
   double bandwidth = 0;
   std::mt19937_64 rng(options.seed);
 
-  for (const auto& mixer : options.mixers) {
+  for (std::size_t m = 0; m < options.mixers.size(); ++m) {
+    const std::string& mixer = options.mixers[m];
+    // Each mixer in a fresh CUDA context, as if alone in its process (the last mixer's model and
+    // sessions are gone by now). In one context the mixer measured second prefilled 1K tokens
+    // 0.3–1.0% slower than alone, whichever mixer it was (stop 78, H100): the tables, which put swa
+    // first, read Bifocal's prefill up to a point low beside it.
+    if (m > 0) reset_cuda_context();
     const BenchModel bench = load_bench_model(options, mixer);
     const DeviceModel& device = bench.device();
     if (bandwidth == 0) {

@@ -113,4 +113,10 @@ struct DeviceModelSource {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source);
 
+// Ends the process's CUDA context (cudaDeviceReset), so that the next device model starts in a
+// fresh one, as in a process of its own. Only with no device model, session or buffer alive: every
+// allocation, stream and handle of the old context is gone. `bifocal bench` calls it between its
+// mixers (bench_runner.cpp says why). A build without CUDA has no context: nothing to do.
+void reset_cuda_context();
+
 }  // namespace bifocal

@@ -4,8 +4,10 @@
 // (to fp32 rounding, and ≥ 64 identical greedy tokens), decode = prefill on the device, the
 // session's state bytes = the accounting, and the errors for what the backend does not run.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -14,6 +16,7 @@
 #include "backend/cuda/cuda_model.h"
 #include "bifocal/budget.h"
 #include "bifocal/model.h"
+#include "model/device_model.h"
 #include "cli_runner.h"
 #include "cuda/cuda_test_support.h"
 #include "cuda/greedy_decode.h"
@@ -310,6 +313,52 @@ TEST_F(CudaModel, FullAttentionPastTheSessionCapacityIsAnError) {
   std::vector<float> logits(gpu.config().vocab_size);
   const std::vector<std::int32_t> tokens(9, 3);
   testing::expect_error([&] { gpu.forward(session, tokens, logits); }, {"session", "holds 8 tokens"});
+}
+
+// A model made after reset_cuda_context (bifocal bench resets between its mixers) computes what one
+// made before it did, bit for bit, in prefill and in decode: the backend keeps nothing of a context
+// past it (the split decode kernel's carveout, set once a process until stop 78, is set a launch).
+TEST_F(CudaModel, AFreshContextGivesTheSameLogits) {
+  const auto tokens = testing::GoldenReference::load("qwen3_bf16").full_sequence();
+  const std::size_t prompt = 40;
+  ASSERT_GT(tokens.size(), prompt + 4);
+  const auto run = [&](const std::string& mixer) {
+    const Model gpu = Model::load(golden_model("qwen3_bf16"), on(mixer, "cuda", "bf16"));
+    std::vector<float> logits = all_token_logits(gpu, tokens, 64);
+    Session session = gpu.new_session(std::int64_t(tokens.size()) + 8, 16);
+    std::vector<float> last(gpu.config().vocab_size);
+    gpu.forward(session, std::span(tokens).first(prompt), last);
+    for (std::size_t t = prompt; t < prompt + 4; ++t) {
+      const auto step = gpu.decode(session, tokens[t]);
+      logits.insert(logits.end(), step.begin(), step.end());
+    }
+    return logits;
+  };
+  for (const std::string mixer : {"full", "bifocal:window=16,state=kv,sink=learned"}) {
+    SCOPED_TRACE(mixer);
+    const std::vector<float> before = run(mixer);
+    reset_cuda_context();
+    EXPECT_EQ(run(mixer), before);
+  }
+}
+
+// bench with two mixers: the second, in a fresh CUDA context, is measured as the first (both rows
+// with prefill and decode rates), and the process ends cleanly.
+TEST_F(CudaModel, BenchMeasuresEveryMixerAcrossContextResets) {
+  testing::TempDir dir;
+  const std::string command = "bench --model " + golden_model("qwen3_bf16").string() +
+                              " --mixer swa:window=16,sink=learned --mixer bifocal:window=16,state=kv --mixer full"
+                              " --context 48 --gen 2 --repeat 1 --max-prefill 64 --prefill-chunk 32 --out " +
+                              dir.path().string();
+  const auto result = testing::run_cli(command);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream file(dir.path() / "bench.json");
+  const auto json = nlohmann::json::parse(file);
+  ASSERT_EQ(json["rows"].size(), 3u) << json.dump();
+  for (const auto& row : json["rows"]) {
+    EXPECT_GT(row["prefill_tokens_per_second"].get<double>(), 0.0) << row.dump();
+    EXPECT_GT(row["decode_tokens_per_second"].get<double>(), 0.0) << row.dump();
+  }
 }
 
 // With no GPU visible (CUDA_VISIBLE_DEVICES empty here; a CUDA build on a machine without one alike),

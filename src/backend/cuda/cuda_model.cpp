@@ -474,4 +474,6 @@ std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource& source) {
   return std::make_unique<cuda::CudaModel<__nv_bfloat16>>(source);
 }
 
+void reset_cuda_context() { cuda::check(cudaDeviceReset(), "cudaDeviceReset"); }
+
 }  // namespace bifocal

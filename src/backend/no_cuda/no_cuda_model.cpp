@@ -8,4 +8,6 @@ std::unique_ptr<DeviceModel> make_cuda_model(const DeviceModelSource&) {
   fail("--backend cuda", "this build of bifocal has no CUDA backend: configure with -DBIFOCAL_CUDA=ON (needs CUDA 13)");
 }
 
+void reset_cuda_context() {}
+
 }  // namespace bifocal
