@@ -533,10 +533,8 @@ template <typename T, typename OutT, int DT>
 void launch_split(const DecodeAttentionArgs<T>& a, const DecodePlan& plan, Partials partials, OutT* out,
                   cudaStream_t stream) {
   const auto kernel = attention_decode_split_kernel<T, DT, OutT>;
-  // Two 108 KiB blocks per SM need the largest shared-memory carveout. Set at every launch, not once
-  // a process: a fresh CUDA context (reset_cuda_context) forgets it.
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        "attention_decode_split_kernel carveout");
+  // Two 108 KiB blocks per SM need the largest shared-memory carveout.
+  prefer_shared_memory_carveout(kernel, "attention_decode_split_kernel carveout");
   const StageLayout layout = stage_layout<T>(a.head_dim, DT);
   launch_dependent(kernel, dim3(plan.units, plan.splits), dim3(32 * layout.warps), layout.shared_bytes, stream,
                    "attention_decode_split_kernel", a, layout, plan.slices, partials, out);

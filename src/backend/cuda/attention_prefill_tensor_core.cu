@@ -236,8 +236,7 @@ void launch(const PrefillAttentionArgs<T>& a, OutT* out, cudaStream_t stream, co
   const dim3 grid(unsigned((a.n + tokens_per_block - 1) / tokens_per_block), unsigned(a.query_heads / heads), D / DV);
   auto* kernel = attention_prefill_tensor_core_kernel<T, OutT, D, DV, kMlstm>;
   // Three 71 KiB blocks per SM (d = 128) need the largest shared-memory carveout.
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        "attention_prefill_tensor_core_kernel");
+  prefer_shared_memory_carveout(kernel, "attention_prefill_tensor_core_kernel");
   launch_dependent(kernel, grid, dim3(kThreads), sizeof(SharedStorage<T, D, DV>), stream,
                    "attention_prefill_tensor_core_kernel", a, heads, out, mlstm);
 }

@@ -88,6 +88,16 @@ void raise_shared_memory_limit(void (*kernel)(KernelArgs...), std::size_t shared
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared_bytes)), name);
 }
 
+// Asks the driver to give `kernel`'s SMs the largest shared-memory carveout (the least L1 cache):
+// without the hint it may keep more L1 and fit fewer of the kernel's blocks, or fewer beside
+// another kernel's. Set at every launch, not once a process: a fresh CUDA context
+// (reset_cuda_context) forgets it. No allocation, no synchronisation: graph-capture safe.
+template <typename... KernelArgs>
+void prefer_shared_memory_carveout(void (*kernel)(KernelArgs...), const char* name) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
+        name);
+}
+
 // kernel<<<grid, block, shared_bytes, stream>>>(args...) as a programmatic dependent of the kernel
 // before it on `stream`; `cluster_ranks` > 1 also groups blocks in clusters of (ranks, 1, 1).
 // Raises the kernel's dynamic shared memory limit when it needs more than the default 48 KiB (no

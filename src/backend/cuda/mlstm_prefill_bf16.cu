@@ -414,10 +414,8 @@ void mlstm_prefill_detail::launch_chunk_outputs_bf16(const PrefillArgs& args, cu
       args.rounded.keys != nullptr ? outputs_kernel_for<Out, true>(d) : outputs_kernel_for<Out, false>(d);
   if (kernel == nullptr)
     fail("mlstm_prefill", "internal: the bf16 outputs kernel streams C_c for d = 256 only, not " + std::to_string(d));
-  // Two blocks an SM need the whole 228 KB as shared memory; without the hint the driver may keep
-  // more L1 and run one.
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-        "chunk_outputs_bf16_kernel");
+  // Two blocks an SM need the whole 228 KB as shared memory.
+  prefer_shared_memory_carveout(kernel, "chunk_outputs_bf16_kernel");
   // Split each state's heads over blocks while the grid stays within one wave of two blocks an SM.
   PrefillArgs parted = args;
   const int blocks = d / value_columns(d) * args.states * args.chunks, resident = 2 * multiprocessor_count();

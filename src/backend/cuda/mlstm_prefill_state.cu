@@ -504,11 +504,8 @@ void mlstm_prefill_detail::launch_chunk_contributions(const PrefillArgs& args, c
       : fixed && args.head_dim == 128      ? chunk_contributions_kernel<MlstmProducts::Bf16, 128, 64>
       : fixed && args.head_dim == 256      ? chunk_contributions_kernel<MlstmProducts::Bf16, 256, 64>
                                            : chunk_contributions_kernel<MlstmProducts::Bf16>;
-  // Four blocks an SM (bf16 values) need ~217 KB of shared memory; without the hint the driver
-  // may keep more L1 and run fewer.
-  if (bf16_values)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared),
-          "chunk_contributions_kernel");
+  // Four blocks an SM (bf16 values) need ~217 KB of shared memory.
+  if (bf16_values) prefer_shared_memory_carveout(kernel, "chunk_contributions_kernel");
   launch_dependent(kernel, dim3(args.states, args.chunks, parted.contribution_parts),
                    dim3(kRecurrentThreads + (chain_warp ? 32 : 0)), shared_bytes, stream, "chunk_contributions_kernel",
                    parted);
