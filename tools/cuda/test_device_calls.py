@@ -1,8 +1,9 @@
 """The device-call scripts refuse, before they spend any device time, a call whose files are not
-all there: trial_on_device.sh without either bundle or the shared libraries, main_on_device.sh
-without its bundle or the libraries, and run_on_device.sh without the libraries beside a bundle
-that holds none. Each names the missing file and exits 2 (stop 77's third call ran every step
-without libs.tar.xz and spent 150 s of device time on failures)."""
+all there: trial_on_device.sh without main's bundle, a trial's (of one or several named) or the
+shared libraries, or with a trial name it cannot use; main_on_device.sh without its bundle or the
+libraries; and run_on_device.sh without the libraries beside a bundle that holds none. Each names
+the missing file and exits 2 (stop 77's third call ran every step without libs.tar.xz and spent
+150 s of device time on failures)."""
 import os
 import subprocess
 import tarfile
@@ -40,6 +41,23 @@ class DeviceCallRefusalsTest(unittest.TestCase):
             result = run("trial_on_device.sh", ["t"], env)
             self.assertEqual(result.returncode, 2, result.stderr)
             self.assertIn(os.path.join(self.gpu, missing) + " is missing", result.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.gpu, "out", "gpu.txt")), "it began the call")
+
+    def test_trial_of_several_names_names_a_missing_later_one(self):
+        env = {"GPU_DIR": self.gpu, "OUT": os.path.join(self.gpu, "out")}
+        for name in ["main.tar.xz", "a.tar.xz", "libs.tar.xz"]:
+            self.touch(name)
+        result = run("trial_on_device.sh", ["a", "b"], env)
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn(os.path.join(self.gpu, "b.tar.xz") + " is missing", result.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.gpu, "out", "gpu.txt")), "it began the call")
+
+    def test_trial_refuses_main_and_dotted_names(self):
+        env = {"GPU_DIR": self.gpu, "OUT": os.path.join(self.gpu, "out")}
+        for names in [["main"], ["a", "b.c"], []]:
+            result = run("trial_on_device.sh", names, env)
+            self.assertEqual(result.returncode, 2, names)
+            self.assertIn("NAME" if names else "usage", result.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.gpu, "out", "gpu.txt")), "it began the call")
 
     def test_main_names_the_bundle_then_the_libraries(self):

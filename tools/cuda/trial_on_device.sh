@@ -4,7 +4,10 @@
 # then the trial's 1K prefill layer timeline. What comes back under $OUT: gpu.txt, tests.txt,
 # ab/ab.md (rewritten after every round, so a call cut short keeps its rounds), ab_rounds.tar.gz
 # (each round's bench files), ab_progress.txt and timeline.md. Usage (on the GPU machine):
-#   bash tools/cuda/trial_on_device.sh NAME
+#   bash tools/cuda/trial_on_device.sh NAME [NAME ...]
+# Several names: one A/B of main and every trial, each a build of its own; the tests and the
+# timeline take the last name's bundle. Name cumulative trials in order (a patch, then that patch
+# with one more change), so that the last holds every change and the A/B tells each step's share.
 # Settings (environment):
 #   GPU_DIR    the bundles' folder, as pack_trial.sh was given it (default .gpu);
 #   AB_UNTIL   seconds after the call's start at which no A/B round starts (default 420);
@@ -14,13 +17,25 @@
 #              (default "bifocal:window=448,state=kv qwen3-4b").
 set -uo pipefail  # no -e: a failing step must not hide the steps after it
 cd "$(dirname "$0")/../.."
-name=${1:?usage: tools/cuda/trial_on_device.sh NAME (a bundle GPU_DIR/NAME.tar.xz beside GPU_DIR/main.tar.xz)}
+usage="usage: tools/cuda/trial_on_device.sh NAME [NAME ...] (bundles GPU_DIR/NAME.tar.xz beside GPU_DIR/main.tar.xz)"
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+names=("$@")
+for trial in "${names[@]}"; do
+  if [[ ! "$trial" =~ ^[A-Za-z0-9_-]+$ ]] || [ "$trial" = main ]; then
+    echo "trial_on_device: NAME '$trial' must be letters, digits, '_' or '-', and not 'main'" >&2
+    exit 2
+  fi
+done
+name=${names[-1]}  # the tests' and the timeline's
 gpu_dir=${GPU_DIR:-.gpu}
 out=${OUT:-/tmp/trial}
 mkdir -p "$out"
 # The shared libraries too (pack_for_device.sh): without them every step fails, after using the
 # call's device time (stop 77's third call, 150 s).
-for bundle in "$gpu_dir/main.tar.xz" "$gpu_dir/$name.tar.xz" "$gpu_dir/libs.tar.xz"; do
+bundles=("$gpu_dir/main.tar.xz")
+for trial in "${names[@]}"; do bundles+=("$gpu_dir/$trial.tar.xz"); done
+bundles+=("$gpu_dir/libs.tar.xz")
+for bundle in "${bundles[@]}"; do
   [ -f "$bundle" ] || { echo "trial_on_device: $bundle is missing (tools/cuda/pack_trial.sh makes it)" >&2; exit 2; }
 done
 began=$(date +%s)
@@ -36,9 +51,11 @@ fi
 
 until_s=$(( ${AB_UNTIL:-420} - $(elapsed) ))
 if [ "$until_s" -gt 0 ]; then
+  builds=("main=$gpu_dir/main.tar.xz")
+  for trial in "${names[@]}"; do builds+=("$trial=$gpu_dir/$trial.tar.xz"); done
   OUT="$out" ROUNDS=100 ROUNDS_UNTIL_S="$until_s" CONTEXTS="${CONTEXTS:-512,1k,2k,4k}" \
     SHAPES="${SHAPES:-qwen3-4b qwen3.5-4b-like}" \
-    bash tools/cuda/ab_bench.sh main="$gpu_dir/main.tar.xz" "$name=$gpu_dir/$name.tar.xz" 2> "$out/ab_progress.txt"
+    bash tools/cuda/ab_bench.sh "${builds[@]}" 2> "$out/ab_progress.txt"
   tail -2 "$out/ab_progress.txt"
   # the device tool returns only a few files a call: the rounds' ~350 travel as one archive
   (cd "$out/ab" && ls -d */ > /dev/null 2>&1 && tar -czf ../ab_rounds.tar.gz */ && rm -rf -- */)
