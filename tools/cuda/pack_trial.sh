@@ -15,10 +15,8 @@ cd "$(dirname "$0")/../.."
 patch=${1:?usage: tools/cuda/pack_trial.sh PATCH NAME [BUILD_DIR]}
 name=${2:?usage: tools/cuda/pack_trial.sh PATCH NAME [BUILD_DIR]}
 build=${3:-/work/build-trial}
-if [[ ! "$name" =~ ^[A-Za-z0-9_-]+$ ]] || [ "$name" = main ]; then
-  echo "pack_trial: NAME '$name' must be letters, digits, '_' or '-', and not 'main'" >&2
-  exit 2
-fi
+source tools/cuda/trial_name.sh
+refuse_bad_trial_name pack_trial "$name"
 [ -f "$patch" ] || { echo "pack_trial: no patch file '$patch'" >&2; exit 2; }
 root=$(pwd)
 patch=$(realpath "$patch")

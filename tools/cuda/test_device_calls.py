@@ -3,7 +3,8 @@ all there: trial_on_device.sh without main's bundle, a trial's (of one or severa
 shared libraries, or with a trial name it cannot use; main_on_device.sh without its bundle or the
 libraries; and run_on_device.sh without the libraries beside a bundle that holds none. Each names
 the missing file and exits 2 (stop 77's third call ran every step without libs.tar.xz and spent
-150 s of device time on failures)."""
+150 s of device time on failures). pack_trial.sh refuses the same trial names, by the same rule
+(trial_name.sh), before it builds."""
 import os
 import subprocess
 import tarfile
@@ -59,6 +60,14 @@ class DeviceCallRefusalsTest(unittest.TestCase):
             self.assertEqual(result.returncode, 2, names)
             self.assertIn("NAME" if names else "usage", result.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.gpu, "out", "gpu.txt")), "it began the call")
+
+    def test_pack_trial_refuses_the_names_trial_on_device_refuses(self):
+        patch = self.touch("p.patch")
+        for name in ["main", "b.c"]:
+            result = run("pack_trial.sh", [patch, name, os.path.join(self.gpu, "build")])
+            self.assertEqual(result.returncode, 2, name)
+            self.assertIn("pack_trial: NAME '%s'" % name, result.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.gpu, "build")), "it began the build")
 
     def test_main_names_the_bundle_then_the_libraries(self):
         bundle = os.path.join(self.gpu, "main-tests.tar.xz")

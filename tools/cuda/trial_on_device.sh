@@ -20,12 +20,8 @@ cd "$(dirname "$0")/../.."
 usage="usage: tools/cuda/trial_on_device.sh NAME [NAME ...] (bundles GPU_DIR/NAME.tar.xz beside GPU_DIR/main.tar.xz)"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 names=("$@")
-for trial in "${names[@]}"; do
-  if [[ ! "$trial" =~ ^[A-Za-z0-9_-]+$ ]] || [ "$trial" = main ]; then
-    echo "trial_on_device: NAME '$trial' must be letters, digits, '_' or '-', and not 'main'" >&2
-    exit 2
-  fi
-done
+source tools/cuda/trial_name.sh
+for trial in "${names[@]}"; do refuse_bad_trial_name trial_on_device "$trial"; done
 name=${names[-1]}  # the tests' and the timeline's
 gpu_dir=${GPU_DIR:-.gpu}
 out=${OUT:-/tmp/trial}
