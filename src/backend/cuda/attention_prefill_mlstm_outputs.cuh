@@ -12,6 +12,7 @@
 #include "backend/cuda/attention_prefill_phase_stamps.cuh"
 #include "backend/cuda/attention_prefill_tiles.cuh"
 #include "backend/cuda/dependent_launch.h"
+#include "backend/cuda/warpgroup_products.cuh"
 
 namespace bifocal::cuda::prefill_tiles {
 
@@ -21,23 +22,44 @@ __device__ __forceinline__ void wait_for_mlstm_denominators(const PrefillMlstmOu
   device::wait_for_count(m.denominators_done, m.denominator_blocks);
 }
 
-// C_c (d × d bf16, row-major in k) into tile buffer pair `buffer`, laid out (and read) as value
-// tiles of 64 rows: d = 128, rows 0 … 63 in its key tile and 64 … 127 in its value tile; d = 256
-// (the block's DV = 128 columns from first_value_column), rows 0 … 127 in its key tile, whose
-// 64 × 256 elements hold two such tiles, and 128 … 191 in its value tile (the last 64 rows follow
-// in add_mlstm_outputs_half, once the chunk's keys are read). Issued as the block's last tile is
-// computed, into the buffer pair no tile needs any more.
+// C_c's 64 rows from `rows` (the block's DV = 128 columns, rows d apart) into `tile` as a warpgroup
+// B tile (warpgroup_products.cuh), asynchronously.
+template <typename T, int D>
+__device__ __forceinline__ void copy_state_tile_async(T* tile, const T* rows) {
+  static_assert(kTileKeys == device::kBTileRows);
+  constexpr int kChunks = device::kBTileColumns / 8;  // 16-byte chunks a row
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  const int first_row = int(threadIdx.x) / kChunks, column = 8 * (int(threadIdx.x) % kChunks);
+#pragma unroll
+  for (int pass = 0; pass < kTileKeys / kRowsPerPass; ++pass) {
+    const int row = first_row + pass * kRowsPerPass;
+    device::copy16_async(tile + device::b_tile_offset(row, column), rows + std::size_t(row) * D + column);
+  }
+}
+
+// C_c (d × d bf16, row-major in k) into tile buffer pair `buffer` in tiles of 64 rows (the block's
+// DV = 128 columns from first_value_column). d = 128: value tiles, which state_products reads with
+// ldmatrix, rows 0 … 63 in its key tile and 64 … 127 in its value tile. d = 256: warpgroup B tiles
+// for issue_state_products, rows 0 … 127 in its key tile, whose 64 × 256 elements hold two such
+// tiles, and 128 … 191 in its value tile (the last 64 rows follow in add_mlstm_outputs_half, once
+// the chunk's keys are read). Why the two: the warpgroup product gained 0.5% at the Qwen3.5-like
+// shape's 1K prefill (d = 256) and lost 0.5% at Qwen3-4B's (d = 128) (stop 84, H100). Issued as the
+// block's last tile is computed, into the buffer pair no tile needs any more.
 template <typename T, int D, int DV>
 __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs& m, SharedStorage<T, D, DV>& shared,
                                                        int buffer, int chunk_index, int first_value_column) {
+  static_assert(DV == device::kBTileColumns);
+  static_assert(sizeof(shared.keys[0]) % device::kBTileBytes == 0 &&
+                    sizeof(shared.values[0]) % device::kBTileBytes == 0,
+                "B tiles 1024-byte aligned in the kernel's shared_bytes (aligned to 1024)");
   const T* state = reinterpret_cast<const T*>(m.states) + std::size_t(chunk_index) * D * D + first_value_column;
-  if constexpr (D == DV) {
+  if constexpr (D == DV) {  // d = 128: value tiles, read by state_products' ldmatrix
     copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
     copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
-  } else {
-    copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
-    copy_tile_rows<DV, 1, T>({shared.keys[buffer] + kTileKeys * DV}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
-    copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + 2 * kTileKeys * D}, 0, kTileKeys, D, 0);
+  } else {  // d = 256: warpgroup B tiles
+    copy_state_tile_async<T, D>(shared.keys[buffer], state);
+    copy_state_tile_async<T, D>(shared.keys[buffer] + kTileKeys * DV, state + kTileKeys * D);
+    copy_state_tile_async<T, D>(shared.values[buffer], state + 2 * kTileKeys * D);
   }
 }
 
@@ -105,6 +127,35 @@ __device__ __forceinline__ void state_products(float (&h)[DV / 8][4], const std:
       mma_m16n8k16<T>(h[2 * dp + 1], q[ks], b[2], b[3]);
     }
   }
+}
+
+// h += q̂·C_c over the block's DV = 128 columns and C_c's tiles kFirstTile … kEndTile − 1, the
+// block's four warps as one warpgroup (warpgroup_products.cuh), each accumulator's k-steps in order.
+// C_c's rows lie in B tiles of kTileKeys rows (copy_state_tile_async), tile t at shared address
+// tile_bases[t], written and fenced for the async proxy before a barrier. Issued and committed,
+// not awaited: warpgroup_wait<0> and pin_accumulators before h is read.
+template <typename T, int D, int DV, int kFirstTile, int kEndTile>
+__device__ __forceinline__ void issue_state_products(float (&h)[DV / 8][4], const std::uint32_t (&q)[D / 16][4],
+                                                     const std::uint32_t (&tile_bases)[D / kTileKeys]) {
+  static_assert(DV == device::kBTileColumns && kTileKeys == device::kBTileRows);
+  constexpr int kStepsPerTile = kTileKeys / 16, kStepBytes = 2 * device::kBGroupBytes;  // 16 rows a k-step
+  auto& left = *reinterpret_cast<float(*)[DV / 16][4]>(&h[0]);            // columns 0 … 63
+  auto& right = *reinterpret_cast<float(*)[DV / 16][4]>(&h[DV / 16]);     // columns 64 … 127
+  device::warpgroup_fence();
+#pragma unroll
+  for (int ks = kFirstTile * kStepsPerTile; ks < kEndTile * kStepsPerTile; ++ks) {
+    const std::uint32_t step = tile_bases[ks / kStepsPerTile] + (ks % kStepsPerTile) * kStepBytes;
+    device::warpgroup_mma_m64n64k16<T>(left, q[ks], device::b_slice_descriptor(step));
+    device::warpgroup_mma_m64n64k16<T>(right, q[ks], device::b_slice_descriptor(step + device::kBHalfBytes));
+  }
+  device::warpgroup_commit();
+}
+
+// The products issue_state_products committed, landed in h.
+template <int DV>
+__device__ __forceinline__ void await_state_products(float (&h)[DV / 8][4]) {
+  device::warpgroup_wait<0>();
+  device::pin_accumulators(h);
 }
 
 // Kernel 3's factors for the lane's two rows: e_τ and o/den_τ in registers, and the block's rows
@@ -296,7 +347,8 @@ __device__ void add_mlstm_outputs(const PrefillAttentionArgs<T>& a, const Prefil
 // pair: rows 0 … 191 (copy_mlstm_state_async). The chunk's keys (64 × 256) and values (the block's
 // columns) fill the last tile's pair: already there with chunk_in_place (as add_mlstm_outputs),
 // else copied now. S is made first; C_c's rows 192 … 255 then take the keys' place, copied while
-// h is made over its first 192. The same products in the same order as add_mlstm_outputs, and the
+// h is made over its first 192. h = q̂·C_c by the warpgroup product (issue_state_products), the
+// others as add_mlstm_outputs; each accumulator's k-steps in the same order either way, and the
 // same stamps.
 template <typename T, int D, int DV, typename Stamps>
 __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const PrefillMlstmOutputs& m,
@@ -312,18 +364,16 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   // 1. The chunk's keys and values, into the last tile's buffers unless they are that tile.
   if (!chunk_in_place) copy_chunk_async(a, shared, chunk_buffer, first_token, kv, first_value_column);
   wait_async_copies<0>();  // C_c's rows 0 … 191 too
+  device::fence_shared_for_warpgroup();
   __syncthreads();
   phases.mark(kAttentionChunkLanded);
 
-  // C_c's value tiles: the state buffer's key buffer holds two, its value buffer the third, and
-  // the chunk's key buffer (once S is made) the fourth.
+  // C_c's tiles: the state buffer's key buffer holds two, its value buffer the third, and the
+  // chunk's key buffer (once S is made) the fourth.
   const LaneAddresses chunk_rows = lane_addresses(shared, chunk_buffer);
   const std::uint32_t state_tiles[kStateTiles] = {
       shared_address(shared.keys[state_buffer]), shared_address(shared.keys[state_buffer] + kTileKeys * DV),
       shared_address(shared.values[state_buffer]), shared_address(shared.keys[chunk_buffer])};
-  std::uint32_t value_offset[4];
-#pragma unroll
-  for (int x = 0; x < 4; ++x) value_offset[x] = chunk_rows.values[x] - shared_address(shared.values[chunk_buffer]);
 
   // 2. S = q̂·Kᵀ over the chunk's keys; then kernel 3's factors, W's rows in the keys' second half,
   //    and h = q̂·C_c (the block's columns) over C_c's first three tiles while W and C_c's last tile
@@ -336,13 +386,14 @@ __device__ void add_mlstm_outputs_half(const PrefillAttentionArgs<T>& a, const P
   const GateFactors factors = await_gate_factors(m, r, group, weight_rows);  // a barrier first
   phases.mark(kAttentionDenominators);
   const T* state = reinterpret_cast<const T*>(m.states) + r.chunk_index * D * D + first_value_column;
-  copy_tile_rows<DV, 1, T>({shared.keys[chunk_buffer]}, {state + (kStateTiles - 1) * kTileKeys * D}, 0, kTileKeys,
-                           D, 0);
+  copy_state_tile_async<T, D>(shared.keys[chunk_buffer], state + (kStateTiles - 1) * kTileKeys * D);
   commit_async_copies();
-  state_products<T, D, DV, 0, kStateTiles - 1>(h, rows.q, state_tiles, value_offset);
+  issue_state_products<T, D, DV, 0, kStateTiles - 1>(h, rows.q, state_tiles);
   wait_async_copies<0>();
+  device::fence_shared_for_warpgroup();
   __syncthreads();  // C_c's last tile and W's rows landed
-  state_products<T, D, DV, kStateTiles - 1, kStateTiles>(h, rows.q, state_tiles, value_offset);
+  issue_state_products<T, D, DV, kStateTiles - 1, kStateTiles>(h, rows.q, state_tiles);
+  await_state_products<DV>(h);
   phases.mark(kAttentionStateProduct);
 
   // 3. h·e_τ/√d, S' = bf16(S/√d·W_τj), h += S'·V, the sum, as add_mlstm_outputs.
