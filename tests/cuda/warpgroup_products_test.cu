@@ -1,11 +1,12 @@
-// Bifocal's prefill epilogue makes h = q̂·C_c as one warpgroup (issue_state_products over C_c's B
-// tiles, attention_prefill_mlstm_outputs.cuh; warpgroup_products.cuh). Here that product, with C_c's
+// Bifocal's prefill epilogue makes h = q̂·C_c at d = 256 as one warpgroup (issue_state_products over
+// C_c's B tiles, attention_prefill_mlstm_outputs.cuh; warpgroup_products.cuh). Here that product, with C_c's
 // tiles copied as the epilogue copies them (copy_state_tile_async), is set beside
 // - a double-precision product of the same bf16 operands: within fp32 accumulation's rounding, and
 // - the mma.sync m16n8k16 chain the bf16 outputs kernel takes (mlstm_prefill_bf16.cu), with every
 //   accumulator's k-steps in the same order: the same bits, which BifocalPrefillMix's bit tests
 //   rely on (the epilogue's outputs equal that kernel's).
-// Fresh random inputs (the seed is printed with any failure), d = 128 and 256, both column halves.
+// Fresh random inputs (the seed is printed with any failure), d = 128 and 256, both column halves:
+// d = 128 is not the epilogue's (it keeps mma.sync there), but the product holds for any depth.
 #include <gtest/gtest.h>
 
 #include <cuda_bf16.h>

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<D>)
   // Every input (q, k, v, positions) is an earlier kernel's output; beside_previous_kernel: they
   // were complete before this kernel launched, and it waits at its end instead.
   if (!a.beside_previous_kernel) device::wait_for_previous_kernel();
-  // 1024-byte aligned: Bifocal's epilogue keeps warpgroup B tiles (128-byte swizzle) in the tile buffers.
+  // 1024-byte aligned: Bifocal's d = 256 epilogue keeps warpgroup B tiles (128-byte swizzle) in the tile buffers.
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
   auto& shared = *reinterpret_cast<SharedStorage<T, D, DV>*>(shared_bytes);
 
