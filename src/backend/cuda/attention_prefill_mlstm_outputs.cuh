@@ -48,15 +48,15 @@ __device__ __forceinline__ void copy_state_tile_async(T* tile, const T* rows) {
 template <typename T, int D, int DV>
 __device__ __forceinline__ void copy_mlstm_state_async(const PrefillMlstmOutputs& m, SharedStorage<T, D, DV>& shared,
                                                        int buffer, int chunk_index, int first_value_column) {
-  static_assert(DV == device::kBTileColumns);
-  static_assert(sizeof(shared.keys[0]) % device::kBTileBytes == 0 &&
-                    sizeof(shared.values[0]) % device::kBTileBytes == 0,
-                "B tiles 1024-byte aligned in the kernel's shared_bytes (aligned to 1024)");
   const T* state = reinterpret_cast<const T*>(m.states) + std::size_t(chunk_index) * D * D + first_value_column;
   if constexpr (D == DV) {  // d = 128: value tiles, read by state_products' ldmatrix
     copy_tile_rows<DV, 1, T>({shared.keys[buffer]}, {state}, 0, kTileKeys, D, 0);
     copy_tile_rows<DV, 1, T>({shared.values[buffer]}, {state + kTileKeys * D}, 0, kTileKeys, D, 0);
   } else {  // d = 256: warpgroup B tiles
+    static_assert(DV == device::kBTileColumns);
+    static_assert(sizeof(shared.keys[0]) % device::kBTileBytes == 0 &&
+                      sizeof(shared.values[0]) % device::kBTileBytes == 0,
+                  "B tiles 1024-byte aligned in the kernel's shared_bytes (aligned to 1024)");
     copy_state_tile_async<T, D>(shared.keys[buffer], state);
     copy_state_tile_async<T, D>(shared.keys[buffer] + kTileKeys * DV, state + kTileKeys * D);
     copy_state_tile_async<T, D>(shared.values[buffer], state + 2 * kTileKeys * D);
@@ -107,17 +107,16 @@ __device__ __forceinline__ void chunk_scores(float (&s)[kTileKeys / 8][4], const
   }
 }
 
-// h = q̂·C_c over the block's DV columns, or h += over C_c's value tiles kFirstTile … kEndTile − 1
-// only (each accumulator's k-steps in the same order either way). C_c's rows lie in value tiles
-// of kTileKeys rows, tile t at shared address tile_bases[t]; `lane_offsets`: a lane's
-// ldmatrix.trans offsets in a value tile.
-template <typename T, int D, int DV, int kFirstTile = 0, int kEndTile = D / kTileKeys>
+// h = q̂·C_c over the block's DV columns (d = 128; d = 256 takes issue_state_products), each
+// accumulator's k-steps in order. C_c's rows lie in value tiles of kTileKeys rows, tile t at shared
+// address tile_bases[t]; `lane_offsets`: a lane's ldmatrix.trans offsets in a value tile.
+template <typename T, int D, int DV>
 __device__ __forceinline__ void state_products(float (&h)[DV / 8][4], const std::uint32_t (&q)[D / 16][4],
                                                const std::uint32_t (&tile_bases)[D / kTileKeys],
                                                const std::uint32_t (&lane_offsets)[4]) {
   constexpr int kStepsPerTile = kTileKeys / 16;
 #pragma unroll
-  for (int ks = kFirstTile * kStepsPerTile; ks < kEndTile * kStepsPerTile; ++ks) {
+  for (int ks = 0; ks < D / 16; ++ks) {
 #pragma unroll
     for (int dp = 0; dp < DV / 16; ++dp) {
       std::uint32_t b[4];
