@@ -30,12 +30,10 @@ using T = __nv_bfloat16;
 namespace tiles = cuda::prefill_tiles;
 constexpr int kRows = tiles::kBlockRows, kColumns = 128;
 
-// The pair (x, y) of a row as one A or B fragment register (the lower column in the low half).
+// The pair (x, y) of a row as one A or B fragment register (the lower column in the low half):
+// bf16 → float → bf16 is exact, so pack_pair's rounding leaves the values as they are.
 __device__ std::uint32_t pair_of(const T* x, const T* y) {
-  std::uint16_t low, high;
-  std::memcpy(&low, x, 2);
-  std::memcpy(&high, y, 2);
-  return std::uint32_t(low) | std::uint32_t(high) << 16;
+  return cuda::device::pack_pair<T>(__bfloat162float(*x), __bfloat162float(*y));
 }
 
 // q: kRows × D; state: D × D (C_c), the block's columns from first_column. Out: kRows × kColumns
