@@ -16,7 +16,7 @@ for spec in "qwen3.5-4b-like bifocal:window=320,state=kv" "qwen3-4b bifocal:wind
   grep -c state-pass-phases "$out/phases-$1.log"
 done
 echo "phases ended at $(( $(date +%s) - began )) s"
-TESTS='*MlstmStatePass*:*MlstmKernels*Bf16*:*BifocalPrefillMix*:CudaModel.Golden*:CudaModel.DecodeEqualsPrefill' \
+TESTS='*MlstmStatePass*:*MlstmKernels*Bf16*:*BifocalPrefillMix*:*WarpgroupStateProducts*:CudaModel.Golden*:CudaModel.DecodeEqualsPrefill' \
   AB_UNTIL=${AB_UNTIL:-300} CONTEXTS=1k,2k TIMELINE='bifocal:window=320,state=kv qwen3.5-4b-like' OUT=$out \
   GPU_DIR=.gpu bash tools/cuda/trial_on_device.sh statepass5 > "$out/trial.log" 2>&1
 grep "tests ran\|PASSED\|FAILED" "$out/tests.txt" | head -6
