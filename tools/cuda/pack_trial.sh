@@ -2,7 +2,8 @@
 # Packs a patch's trial for one device call (tools/cuda/trial_on_device.sh runs it): the patch
 # applied to HEAD in a scratch worktree, built with the tests and the timeline library into
 # .gpu/NAME.tar.xz, then HEAD itself, the CLI only, into .gpu/main.tar.xz, both from one build
-# directory so that the second build recompiles only the files the patch touched (~4 + ~2 min here).
+# directory so that the second build recompiles only the files the patch touched (~4 + ~2 min here;
+# ~13 min in all on a fresh checkout, where the first build is a whole one: stop 86).
 # Experiments kept as patches (docs/notes/patches/) outlive the checkouts their branches die with;
 # this makes a bundle pair from one in a single command. Usage:
 #   tools/cuda/pack_trial.sh PATCH NAME [BUILD_DIR=/work/build-trial]
